@@ -1,0 +1,204 @@
+/*
+ * Bodies for the ddsfi_* functions declared in fi_shim.h. Most are one line:
+ * the libfabric call they forward to is a static inline in the public headers
+ * (a jump through the object's ops table), which has no symbol to link to.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fi_shim.h"
+
+/*
+ * Discovery and versions. fi_getinfo/fi_freeinfo/fi_dupinfo/fi_strerror/
+ * fi_tostr are exported symbols; they are forwarded anyway so that callers
+ * use one prefix. fi_allocinfo is static inline; FI_VERSION/FI_MAJOR/FI_MINOR
+ * are macros. ddsfi_strdup exists because strings stored in an fi_info (for
+ * example hints->fabric_attr->prov_name) are released by fi_freeinfo with
+ * free(), so they must come from the C allocator.
+ */
+int ddsfi_getinfo(uint32_t version, const char *node, const char *service,
+		  uint64_t flags, const struct fi_info *hints,
+		  struct fi_info **info)
+{
+	return fi_getinfo(version, node, service, flags, hints, info);
+}
+
+void ddsfi_freeinfo(struct fi_info *info) { fi_freeinfo(info); }
+struct fi_info *ddsfi_dupinfo(const struct fi_info *info) { return fi_dupinfo(info); }
+struct fi_info *ddsfi_allocinfo(void) { return fi_allocinfo(); }
+char *ddsfi_strdup(const char *s) { return s ? strdup(s) : NULL; }
+uint32_t ddsfi_version(uint32_t major, uint32_t minor) { return FI_VERSION(major, minor); }
+uint32_t ddsfi_major(uint32_t version) { return FI_MAJOR(version); }
+uint32_t ddsfi_minor(uint32_t version) { return FI_MINOR(version); }
+uint32_t ddsfi_header_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
+uint32_t ddsfi_lib_version(void) { return fi_version(); }
+const char *ddsfi_strerror(int errnum) { return fi_strerror(errnum); }
+char *ddsfi_tostr(const void *data, enum fi_type datatype) { return fi_tostr(data, datatype); }
+
+/*
+ * Constants. The address/key sentinels are `((uint64_t) -1)` macros, which
+ * bindgen skips because of the cast. FI_MR_BASIC/FI_MR_SCALABLE are enum
+ * values in 1.x and gone in 2.x, so they read as 0 where absent.
+ */
+uint64_t ddsfi_addr_unspec(void) { return FI_ADDR_UNSPEC; }
+uint64_t ddsfi_addr_notavail(void) { return FI_ADDR_NOTAVAIL; }
+uint64_t ddsfi_key_notavail(void) { return FI_KEY_NOTAVAIL; }
+
+#if FI_MAJOR_VERSION < 2 || defined(FI_MR_BASIC)
+int ddsfi_mr_basic(void) { return FI_MR_BASIC; }
+#else
+int ddsfi_mr_basic(void) { return 0; }
+#endif
+
+#if FI_MAJOR_VERSION < 2 || defined(FI_MR_SCALABLE)
+int ddsfi_mr_scalable(void) { return FI_MR_SCALABLE; }
+#else
+int ddsfi_mr_scalable(void) { return 0; }
+#endif
+
+/*
+ * Object lifetime and control: fi_fabric is exported; the rest are static
+ * inline jumps through fabric/domain/endpoint/fid ops.
+ */
+int ddsfi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		 void *context)
+{
+	return fi_fabric(attr, fabric, context);
+}
+
+int ddsfi_domain(struct fid_fabric *fabric, struct fi_info *info,
+		 struct fid_domain **domain, void *context)
+{
+	return fi_domain(fabric, info, domain, context);
+}
+
+int ddsfi_endpoint(struct fid_domain *domain, struct fi_info *info,
+		   struct fid_ep **ep, void *context)
+{
+	return fi_endpoint(domain, info, ep, context);
+}
+
+int ddsfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
+		  struct fid_av **av, void *context)
+{
+	return fi_av_open(domain, attr, av, context);
+}
+
+int ddsfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		  struct fid_cq **cq, void *context)
+{
+	return fi_cq_open(domain, attr, cq, context);
+}
+
+int ddsfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		    struct fid_cntr **cntr, void *context)
+{
+	return fi_cntr_open(domain, attr, cntr, context);
+}
+
+uint64_t ddsfi_cntr_read(struct fid_cntr *cntr) { return fi_cntr_read(cntr); }
+int ddsfi_ep_bind(struct fid_ep *ep, struct fid *bfid, uint64_t flags) { return fi_ep_bind(ep, bfid, flags); }
+int ddsfi_enable(struct fid_ep *ep) { return fi_enable(ep); }
+int ddsfi_close(struct fid *fid) { return fi_close(fid); }
+int ddsfi_control(struct fid *fid, int command, void *arg) { return fi_control(fid, command, arg); }
+
+int ddsfi_getopt(struct fid *fid, int level, int optname, void *optval,
+		 size_t *optlen)
+{
+	return fi_getopt(fid, level, optname, optval, optlen);
+}
+
+int ddsfi_setopt(struct fid *fid, int level, int optname, const void *optval,
+		 size_t optlen)
+{
+	return fi_setopt(fid, level, optname, optval, optlen);
+}
+
+/* Addressing: endpoint names and address vectors (static inline). */
+int ddsfi_getname(struct fid *fid, void *addr, size_t *addrlen)
+{
+	return fi_getname(fid, addr, addrlen);
+}
+
+int ddsfi_av_insert(struct fid_av *av, const void *addr, size_t count,
+		    fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+	return fi_av_insert(av, addr, count, fi_addr, flags, context);
+}
+
+int ddsfi_av_remove(struct fid_av *av, fi_addr_t *fi_addr, size_t count,
+		    uint64_t flags)
+{
+	return fi_av_remove(av, fi_addr, count, flags);
+}
+
+const char *ddsfi_av_straddr(struct fid_av *av, const void *addr, char *buf,
+			     size_t *len)
+{
+	return fi_av_straddr(av, addr, buf, len);
+}
+
+/* Memory registration (static inline). */
+int ddsfi_mr_reg(struct fid_domain *domain, const void *buf, size_t len,
+		 uint64_t access, uint64_t offset, uint64_t requested_key,
+		 uint64_t flags, struct fid_mr **mr, void *context)
+{
+	return fi_mr_reg(domain, buf, len, access, offset, requested_key,
+			 flags, mr, context);
+}
+
+int ddsfi_mr_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr,
+		     uint64_t flags, struct fid_mr **mr)
+{
+	return fi_mr_regattr(domain, attr, flags, mr);
+}
+
+int ddsfi_mr_bind(struct fid_mr *mr, struct fid *bfid, uint64_t flags) { return fi_mr_bind(mr, bfid, flags); }
+int ddsfi_mr_enable(struct fid_mr *mr) { return fi_mr_enable(mr); }
+uint64_t ddsfi_mr_key(struct fid_mr *mr) { return fi_mr_key(mr); }
+void *ddsfi_mr_desc(struct fid_mr *mr) { return fi_mr_desc(mr); }
+
+/* One-sided RMA (static inline). */
+ssize_t ddsfi_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
+		   fi_addr_t src_addr, uint64_t addr, uint64_t key,
+		   void *context)
+{
+	return fi_read(ep, buf, len, desc, src_addr, addr, key, context);
+}
+
+ssize_t ddsfi_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
+		      uint64_t flags)
+{
+	return fi_readmsg(ep, msg, flags);
+}
+
+ssize_t ddsfi_write(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+		    fi_addr_t dest_addr, uint64_t addr, uint64_t key,
+		    void *context)
+{
+	return fi_write(ep, buf, len, desc, dest_addr, addr, key, context);
+}
+
+/* Completion queues and wait objects (static inline). */
+ssize_t ddsfi_cq_read(struct fid_cq *cq, void *buf, size_t count) { return fi_cq_read(cq, buf, count); }
+
+ssize_t ddsfi_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf,
+			 uint64_t flags)
+{
+	return fi_cq_readerr(cq, buf, flags);
+}
+
+ssize_t ddsfi_cq_sread(struct fid_cq *cq, void *buf, size_t count,
+		       const void *cond, int timeout)
+{
+	return fi_cq_sread(cq, buf, count, cond, timeout);
+}
+
+const char *ddsfi_cq_strerror(struct fid_cq *cq, int prov_errno,
+			      const void *err_data, char *buf, size_t len)
+{
+	return fi_cq_strerror(cq, prov_errno, err_data, buf, len);
+}
+
+int ddsfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count) { return fi_trywait(fabric, fids, count); }
+int ddsfi_wait(struct fid_wait *waitset, int timeout) { return fi_wait(waitset, timeout); }

@@ -1,0 +1,4 @@
+//! Transports that move rows between ranks. Nothing above this module knows
+//! about MPI windows or fabric endpoints.
+
+pub mod rma;

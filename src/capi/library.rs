@@ -1,0 +1,73 @@
+//! Library-wide entry points: version, status names, last error, option defaults.
+
+use std::os::raw::c_char;
+
+use super::types::{dds_options, dds_status, DDS_METHOD_MPI, DDS_ROLE_CORE};
+use super::{guard, last_error_ptr};
+use crate::error::bail;
+
+/// Version of the library as a NUL-terminated string, e.g. "0.1.0".
+/// Thread-safe; needs no MPI.
+#[no_mangle]
+pub extern "C" fn dds_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+/// Name of a status code, e.g. "DDS_ERR_MISMATCH"; "DDS_ERR_UNKNOWN_STATUS"
+/// for a value that is not a status. Thread-safe; the string is static.
+#[no_mangle]
+pub extern "C" fn dds_status_string(status: i32) -> *const c_char {
+    let s: &'static str = match status {
+        0 => "DDS_OK\0",
+        1 => "DDS_ERR_INVALID_ARGUMENT\0",
+        2 => "DDS_ERR_UNKNOWN_VARIABLE\0",
+        3 => "DDS_ERR_DUPLICATE_VARIABLE\0",
+        4 => "DDS_ERR_INDEX_OUT_OF_RANGE\0",
+        5 => "DDS_ERR_MISMATCH\0",
+        6 => "DDS_ERR_BAD_STATE\0",
+        7 => "DDS_ERR_UNSUPPORTED\0",
+        8 => "DDS_ERR_MPI\0",
+        9 => "DDS_ERR_FABRIC\0",
+        10 => "DDS_ERR_GPU\0",
+        11 => "DDS_ERR_TIMEOUT\0",
+        12 => "DDS_ERR_NO_MEMORY\0",
+        13 => "DDS_ERR_IO\0",
+        14 => "DDS_ERR_INTERNAL\0",
+        _ => "DDS_ERR_UNKNOWN_STATUS\0",
+    };
+    s.as_ptr() as *const c_char
+}
+
+/// Message of the last failed call on the calling thread ("" if none failed).
+/// It names the function and what was wrong (variable, index, size or rank).
+/// The string stays valid until the next failing call on the same thread.
+#[no_mangle]
+pub extern "C" fn dds_last_error() -> *const c_char {
+    last_error_ptr()
+}
+
+/// Fills `options` with the defaults: method 0, role core, width 0 (all
+/// ranks), n_core 0, every string NULL (read from the environment), and sets
+/// `struct_size`. Local; needs no MPI.
+///
+/// Errors: DDS_ERR_INVALID_ARGUMENT if `options` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn dds_options_init(options: *mut dds_options) -> dds_status {
+    guard("dds_options_init", || {
+        if options.is_null() {
+            bail!(InvalidArgument, "options is NULL");
+        }
+        options.write(dds_options {
+            struct_size: std::mem::size_of::<dds_options>() as u32,
+            method: DDS_METHOD_MPI,
+            role: DDS_ROLE_CORE,
+            width: 0,
+            n_core: 0,
+            handshake_dir: std::ptr::null(),
+            fabric_provider: std::ptr::null(),
+            fabric_iface: std::ptr::null(),
+            nic_map: std::ptr::null(),
+        });
+        Ok(())
+    })
+}

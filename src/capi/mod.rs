@@ -1,0 +1,215 @@
+//! The C API: the only `extern "C"` items of the library.
+//!
+//! Handles are opaque numbers, not pointers: `dds_create` hands out a fresh id
+//! that is never reused, and every call looks it up in a registry. A destroyed
+//! or invented handle is therefore refused, never dereferenced.
+//!
+//! Every entry point runs its body through [`guard`], which catches panics
+//! (a panic must not unwind into C), records the error message for
+//! `dds_last_error` and turns the error kind into a `dds_status`.
+
+pub mod library;
+pub mod reads;
+pub mod store;
+pub mod types;
+pub mod vars;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use once_cell::sync::Lazy;
+use parking_lot::RwLock;
+
+use crate::error::{bail, Error, Kind, Result};
+use crate::store::{Store, MAX_NAME_BYTES};
+use types::{dds_status, dds_store};
+
+static STORES: Lazy<RwLock<HashMap<usize, Arc<Store>>>> = Lazy::new(Default::default);
+/// Handle ids step by 16 so they look like (and align like) pointers.
+static NEXT_ID: AtomicUsize = AtomicUsize::new(16);
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+pub(crate) fn last_error_ptr() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+pub(crate) fn status_of(kind: Kind) -> dds_status {
+    use dds_status::*;
+    match kind {
+        Kind::InvalidArgument => DDS_ERR_INVALID_ARGUMENT,
+        Kind::UnknownVariable => DDS_ERR_UNKNOWN_VARIABLE,
+        Kind::DuplicateVariable => DDS_ERR_DUPLICATE_VARIABLE,
+        Kind::OutOfRange => DDS_ERR_INDEX_OUT_OF_RANGE,
+        Kind::Mismatch => DDS_ERR_MISMATCH,
+        Kind::BadState => DDS_ERR_BAD_STATE,
+        Kind::Unsupported => DDS_ERR_UNSUPPORTED,
+        Kind::Mpi => DDS_ERR_MPI,
+        Kind::Fabric => DDS_ERR_FABRIC,
+        Kind::Gpu => DDS_ERR_GPU,
+        Kind::Timeout => DDS_ERR_TIMEOUT,
+        Kind::NoMemory => DDS_ERR_NO_MEMORY,
+        Kind::Io => DDS_ERR_IO,
+        Kind::Internal => DDS_ERR_INTERNAL,
+    }
+}
+
+/// Runs an entry point's body: catches panics, records the message of any
+/// failure (prefixed with the function name) and returns its status.
+pub(crate) fn guard(func: &str, body: impl FnOnce() -> Result<()>) -> dds_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => dds_status::DDS_OK,
+        Ok(Err(e)) => {
+            set_last_error(&format!("{func}: {}", e.msg));
+            status_of(e.kind)
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("{func}: internal error (please report): {what}"));
+            dds_status::DDS_ERR_INTERNAL
+        }
+    }
+}
+
+/// Registers a new store and returns its handle.
+pub(crate) fn register_store(store: Store) -> *mut dds_store {
+    let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
+    STORES.write().insert(id, Arc::new(store));
+    id as *mut dds_store
+}
+
+/// Looks up a live store.
+pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
+    if h.is_null() {
+        bail!(InvalidArgument, "store handle is NULL");
+    }
+    match STORES.read().get(&(h as usize)) {
+        Some(s) => Ok(s.clone()),
+        None => bail!(BadState, "store handle {h:p} is not a live store (destroyed or never created)"),
+    }
+}
+
+/// Removes a store from the registry (the first step of `dds_destroy`).
+pub(crate) fn take_store(h: *const dds_store) -> Result<Arc<Store>> {
+    match STORES.write().remove(&(h as usize)) {
+        Some(s) => Ok(s),
+        None => bail!(BadState, "store handle {h:p} is not a live store (destroyed twice, or never created)"),
+    }
+}
+
+/// Reads a NUL-terminated name: not NULL, not empty, UTF-8, at most
+/// MAX_NAME_BYTES bytes (the scan stops there, so an unterminated buffer is
+/// never read past that bound).
+///
+/// # Safety
+/// `p` is NULL or points to readable memory up to its NUL or MAX_NAME_BYTES + 1 bytes.
+pub(crate) unsafe fn name_arg<'a>(p: *const c_char) -> Result<&'a str> {
+    if p.is_null() {
+        bail!(InvalidArgument, "variable name is NULL");
+    }
+    let bytes = p as *const u8;
+    let mut len = 0usize;
+    while *bytes.add(len) != 0 {
+        len += 1;
+        if len > MAX_NAME_BYTES {
+            bail!(InvalidArgument, "variable name is longer than {MAX_NAME_BYTES} bytes");
+        }
+    }
+    if len == 0 {
+        bail!(InvalidArgument, "variable name is empty");
+    }
+    match std::str::from_utf8(std::slice::from_raw_parts(bytes, len)) {
+        Ok(s) => Ok(s),
+        Err(_) => bail!(InvalidArgument, "variable name is not valid UTF-8"),
+    }
+}
+
+/// An optional C string option: NULL means unset.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn opt_string(what: &str, p: *const c_char) -> Result<Option<String>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    match std::ffi::CStr::from_ptr(p).to_str() {
+        Ok(s) if s.is_empty() => Ok(None),
+        Ok(s) => Ok(Some(s.to_string())),
+        Err(_) => Err(Error::new(Kind::InvalidArgument, format!("option {what} is not valid UTF-8"))),
+    }
+}
+
+/// A read-only byte buffer: NULL is allowed only for 0 bytes.
+///
+/// # Safety
+/// `p` points to `len` readable bytes.
+pub(crate) unsafe fn in_bytes<'a>(what: &str, p: *const std::os::raw::c_void, len: usize) -> Result<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        bail!(InvalidArgument, "{what} is NULL but its size is {len} bytes");
+    }
+    if len > isize::MAX as usize {
+        bail!(InvalidArgument, "{what} size {len} is too large");
+    }
+    Ok(std::slice::from_raw_parts(p as *const u8, len))
+}
+
+/// A destination pointer: NULL is allowed only for 0 bytes.
+pub(crate) fn out_ptr(what: &str, p: *mut std::os::raw::c_void, len: usize) -> Result<*mut u8> {
+    if p.is_null() && len > 0 {
+        bail!(InvalidArgument, "{what} is NULL but its size is {len} bytes");
+    }
+    Ok(p as *mut u8)
+}
+
+/// Checks a caller-sized output struct: `struct_size` must cover at least the
+/// fields of the first version of the struct.
+pub(crate) fn check_struct_size(what: &str, got: u32, min: usize) -> Result<()> {
+    if (got as usize) < min {
+        bail!(InvalidArgument, "{what}.struct_size is {got}; set it to sizeof({what}) before the call");
+    }
+    Ok(())
+}
+
+/// Copies `value` into the caller's struct, at most `size` bytes of it (so an
+/// older caller with a smaller struct gets only the fields it knows).
+///
+/// # Safety
+/// `out` points to a writable struct of at least `size` bytes.
+pub(crate) unsafe fn write_sized<T: Copy>(out: *mut T, value: &T, size: u32) {
+    let n = (size as usize).min(std::mem::size_of::<T>());
+    std::ptr::copy_nonoverlapping(value as *const T as *const u8, out as *mut u8, n);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The committed header must equal the one cbindgen generates from this source.
+    #[test]
+    fn header_is_current() {
+        let generated = include_str!(concat!(env!("OUT_DIR"), "/ddstore.h"));
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/include/ddstore.h");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "include/ddstore.h is out of date with src/capi: run `make header` and commit the result"
+        );
+    }
+}

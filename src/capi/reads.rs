@@ -1,0 +1,120 @@
+//! Reads: single ranges, batches, and destination registration.
+
+use std::os::raw::{c_char, c_void};
+
+use super::types::{dds_status, dds_store};
+use super::{guard, name_arg, out_ptr, store_of};
+use crate::error::{bail, Result};
+
+/// Reads `count` consecutive rows starting at global row `start` into `dst`
+/// (`dst_bytes` must be `count` x row bytes). The rows must lie in one rank's
+/// shard; use `dds_get_batch` for rows of several ranks.
+///
+/// One-sided (not collective) and thread-safe. Method 0 needs MPI initialised
+/// with MPI_THREAD_MULTIPLE for concurrent calls from several threads (the
+/// store serialises its MPI calls otherwise). Errors: DDS_ERR_UNKNOWN_VARIABLE,
+/// DDS_ERR_INDEX_OUT_OF_RANGE (`start` outside [0, total rows)),
+/// DDS_ERR_INVALID_ARGUMENT (range crossing a shard end, negative count, NULL
+/// dst), DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_MPI / DDS_ERR_FABRIC /
+/// DDS_ERR_TIMEOUT (transport).
+#[no_mangle]
+pub unsafe extern "C" fn dds_get(
+    store: *mut dds_store,
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    start: i64,
+    count: i64,
+) -> dds_status {
+    guard("dds_get", || {
+        let s = store_of(store)?;
+        let name = name_arg(name)?;
+        s.get(name, out_ptr("dst", dst, dst_bytes)?, dst_bytes, start, count)
+    })
+}
+
+/// Reads `n` arbitrary rows: row i of `dst` receives global row `indices[i]`.
+/// Any order, any owners, repeats allowed, `n` may be 0. `dst_bytes` must be
+/// `n` x row bytes. Every index is checked before any row moves; after an
+/// error the store stays usable.
+///
+/// Method 0: collective. Every rank of the store calls it for the same
+/// variable, the same number of times, from one thread (the number of
+/// indices may differ per rank); argument and index errors on any rank fail
+/// the call on every rank. Methods 1 and 2: one-sided and thread-safe.
+///
+/// Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INDEX_OUT_OF_RANGE,
+/// DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_INVALID_ARGUMENT (NULL pointers,
+/// negative `n`, ranks naming different variables), transport errors.
+#[no_mangle]
+pub unsafe extern "C" fn dds_get_batch(
+    store: *mut dds_store,
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    indices: *const i64,
+    n: i64,
+) -> dds_status {
+    guard("dds_get_batch", || {
+        let s = store_of(store)?;
+        // Argument errors are folded into the collective's agreement step.
+        let name_res = name_arg(name);
+        let checked: Result<(&[i64], *mut u8)> = (|| {
+            name_res.as_ref().map_err(|e| e.clone())?;
+            if n < 0 {
+                bail!(InvalidArgument, "n {n} is negative");
+            }
+            if n > 0 && indices.is_null() {
+                bail!(InvalidArgument, "indices is NULL but n is {n}");
+            }
+            let idx = if n == 0 { &[][..] } else { std::slice::from_raw_parts(indices, n as usize) };
+            Ok((idx, out_ptr("dst", dst, dst_bytes)?))
+        })();
+        let name = name_res.unwrap_or("");
+        match checked {
+            Ok((idx, d)) => s.get_batch(name, d, dst_bytes, Ok(idx)),
+            Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+        }
+    })
+}
+
+/// Registers `bytes` bytes at `buf` as a destination for reads of `name`:
+/// later reads whose destination lies inside it (the whole buffer or any
+/// slice) need no memory registration. Registering the same buffer twice is
+/// a no-op; a buffer partly overlapping a registered one is refused. A
+/// zero-byte buffer is ignored. For method 0 the registration is recorded
+/// and validated but changes nothing.
+///
+/// Local and thread-safe. Errors: DDS_ERR_UNKNOWN_VARIABLE,
+/// DDS_ERR_INVALID_ARGUMENT (NULL `buf`, overlap), DDS_ERR_FABRIC.
+#[no_mangle]
+pub unsafe extern "C" fn dds_register_recv(
+    store: *mut dds_store,
+    name: *const c_char,
+    buf: *mut c_void,
+    bytes: usize,
+) -> dds_status {
+    guard("dds_register_recv", || {
+        let s = store_of(store)?;
+        let name = name_arg(name)?;
+        if buf.is_null() {
+            bail!(InvalidArgument, "buf is NULL");
+        }
+        s.register_recv(name, buf as usize, bytes)
+    })
+}
+
+/// Removes the registration of `name` that starts at `buf`. The buffer stays
+/// usable as an ordinary destination. Local and thread-safe.
+/// Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INVALID_ARGUMENT (not registered).
+#[no_mangle]
+pub unsafe extern "C" fn dds_unregister_recv(store: *mut dds_store, name: *const c_char, buf: *mut c_void) -> dds_status {
+    guard("dds_unregister_recv", || {
+        let s = store_of(store)?;
+        let name = name_arg(name)?;
+        if buf.is_null() {
+            bail!(InvalidArgument, "buf is NULL");
+        }
+        s.unregister_recv(name, buf as usize)
+    })
+}

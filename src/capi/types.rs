@@ -1,0 +1,147 @@
+//! Types shared by every C entry point: status codes, the options struct, the
+//! variable-info and counter structs, and the opaque store handle.
+//!
+//! Structs that cross the ABI start with `struct_size`, so a newer library can
+//! accept an older caller's (smaller) struct and an older library can refuse a
+//! struct it does not know.
+
+use std::os::raw::c_char;
+
+/// Result of every libddstore call. `DDS_OK` (0) is success; any other value is
+/// an error whose explanation `dds_last_error()` returns on the same thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum dds_status {
+    /// Success.
+    DDS_OK = 0,
+    /// An argument is invalid: NULL pointer, negative count, bad option value.
+    DDS_ERR_INVALID_ARGUMENT = 1,
+    /// No variable of that name is registered in the store.
+    DDS_ERR_UNKNOWN_VARIABLE = 2,
+    /// A variable of that name is already registered in the store.
+    DDS_ERR_DUPLICATE_VARIABLE = 3,
+    /// A global row index or local row offset is outside the variable.
+    DDS_ERR_INDEX_OUT_OF_RANGE = 4,
+    /// A buffer size, item size or row width does not match the variable.
+    DDS_ERR_MISMATCH = 5,
+    /// The call is not valid in the store's current state or role (epoch
+    /// misuse, destroyed handle, MPI already finalised, wrong method-2 role).
+    DDS_ERR_BAD_STATE = 6,
+    /// The operation or option is not supported by this build or backend.
+    DDS_ERR_UNSUPPORTED = 7,
+    /// An MPI call failed.
+    DDS_ERR_MPI = 8,
+    /// A libfabric call failed.
+    DDS_ERR_FABRIC = 9,
+    /// A GPU runtime call failed.
+    DDS_ERR_GPU = 10,
+    /// A wait exceeded its time limit (a peer is gone or unreachable).
+    DDS_ERR_TIMEOUT = 11,
+    /// Memory could not be allocated.
+    DDS_ERR_NO_MEMORY = 12,
+    /// A file operation failed (method-2 hand-shake directory).
+    DDS_ERR_IO = 13,
+    /// A bug in libddstore (a caught panic); please report it.
+    DDS_ERR_INTERNAL = 14,
+}
+
+/// Opaque store handle: one distributed store over one communicator (or one
+/// group of it). Created by `dds_create`, released by `dds_destroy`.
+pub struct dds_store {
+    _private: [u8; 0],
+}
+
+/// Method 0: MPI one-sided (RMA windows). Batched reads are collective.
+pub const DDS_METHOD_MPI: i32 = 0;
+/// Method 1: libfabric RDMA, addresses exchanged over MPI. Reads are one-sided.
+pub const DDS_METHOD_FABRIC: i32 = 1;
+/// Method 2: libfabric RDMA between a core job and separate extra jobs.
+pub const DDS_METHOD_SPLIT: i32 = 2;
+
+/// Method 2 role: a member of the core job, which holds and publishes data.
+pub const DDS_ROLE_CORE: i32 = 0;
+/// Method 2 role: an extra member, which joins published variables and reads.
+pub const DDS_ROLE_EXTRA: i32 = 1;
+
+/// Options for `dds_create`. Always initialise with `dds_options_init`, then
+/// change the fields you need; string fields are copied by `dds_create`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct dds_options {
+    /// Size of this struct in bytes, set by `dds_options_init`.
+    pub struct_size: u32,
+    /// Backend: `DDS_METHOD_MPI` (default), `DDS_METHOD_FABRIC` or `DDS_METHOD_SPLIT`.
+    pub method: i32,
+    /// Method 2 only: `DDS_ROLE_CORE` (default) or `DDS_ROLE_EXTRA`.
+    pub role: i32,
+    /// Group width: split the communicator into consecutive groups of this many
+    /// ranks, each an independent store holding its own copy of the data
+    /// (DDStore's `ddstore_width`). 0 (default) means one group of all ranks.
+    pub width: i32,
+    /// Method 2 extra members: number of ranks in the core job.
+    pub n_core: i32,
+    /// Method 2: hand-shake directory; NULL means `DDSTORE_HANDSHAKE_DIR`, else `./ddstore_hs`.
+    pub handshake_dir: *const c_char,
+    /// Methods 1 and 2: libfabric provider; NULL means `DDSTORE_FABRIC`, else automatic.
+    pub fabric_provider: *const c_char,
+    /// Methods 1 and 2: libfabric domain (interface); NULL means `FABRIC_IFACE`, else automatic.
+    pub fabric_iface: *const c_char,
+    /// Methods 1 and 2: CPU-to-NIC map `nic=cpus;nic=cpus`; NULL means `DDSTORE_NIC_MAP`.
+    pub nic_map: *const c_char,
+}
+
+/// Description of one variable, filled by `dds_info`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct dds_var_info {
+    /// Set by the caller to `sizeof(dds_var_info)` before the call.
+    pub struct_size: u32,
+    /// Bytes per element (1, 2, 4 or 8).
+    pub item_size: i32,
+    /// Rows of the whole variable (all ranks of the group).
+    pub total_rows: i64,
+    /// Rows held by the calling rank (0 for method-2 extra members).
+    pub local_rows: i64,
+    /// Elements per row.
+    pub row_elems: i64,
+    /// Bytes per row (`row_elems * item_size`).
+    pub row_bytes: i64,
+    /// Backend of the store (`DDS_METHOD_*`).
+    pub method: i32,
+    /// Number of ranks holding shards of this variable.
+    pub n_ranks: i32,
+    /// NUL-terminated name of the transport serving remote rows, e.g.
+    /// `"mpi-rma"` or `"fabric:tcp;ofi_rxm@lo"`.
+    pub transport: [c_char; 64],
+}
+
+/// Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and
+/// only advance while profiling is on (`DDSTORE_PROFILE=1`); counts always do.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct dds_counters {
+    /// Set by the caller to `sizeof(dds_counters)` before the call.
+    pub struct_size: u32,
+    /// 1 when timing is on (`DDSTORE_PROFILE` set and not "0"), else 0.
+    pub profiling: u32,
+    /// `dds_get` calls plus non-empty `dds_get_batch` calls.
+    pub calls: u64,
+    /// Rows read (`count` for `dds_get`, batch length for `dds_get_batch`).
+    pub rows: u64,
+    /// Bytes read into destinations.
+    pub bytes: u64,
+    /// Rows copied directly from memory of the same process or node.
+    pub rows_local: u64,
+    /// Rows that travelled through the transport (MPI or libfabric).
+    pub rows_remote: u64,
+    /// Time waiting for the variable's read lock.
+    pub lock_wait_ns: u64,
+    /// Time choosing or registering destination memory.
+    pub mr_ns: u64,
+    /// Destination registrations done because no registered buffer covered the destination.
+    pub mr_miss: u64,
+    /// Time posting reads (method 1/2) or exchanging rows (method 0).
+    pub read_ns: u64,
+    /// Time waiting for completions.
+    pub cq_ns: u64,
+}

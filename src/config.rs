@@ -1,0 +1,149 @@
+//! Every environment variable the library reads, parsed in one place.
+//!
+//! Values are read when a store is created (so a test can change them between
+//! stores) and validated: a malformed value is an error naming the variable,
+//! never a silent default.
+
+use crate::error::{bail, Result};
+
+/// Default of `DDSTORE_ALLTOALL_MAX_BYTES`: bytes a rank receives per round of
+/// a method-0 batched read (DDStore 3.0's default).
+pub const DEFAULT_ALLTOALL_MAX_BYTES: u64 = 2 * 1024 * 1024;
+/// Default of `DDSTORE_MAX_READ_BYTES`: the largest single RDMA read.
+pub const DEFAULT_MAX_READ_BYTES: u64 = 1 << 30;
+/// Default of `DDSTORE_READ_TIMEOUT_S`: how long a read waits for a peer.
+pub const DEFAULT_READ_TIMEOUT_S: f64 = 120.0;
+/// Default of `DDSTORE_HANDSHAKE_TIMEOUT_S`.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_S: f64 = 300.0;
+/// Default hand-shake directory for method 2.
+pub const DEFAULT_HANDSHAKE_DIR: &str = "./ddstore_hs";
+
+/// A snapshot of the environment taken by `dds_create`.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `DDSTORE_ALLTOALL_MAX_BYTES`: per-round receive cap of method-0 batches.
+    pub alltoall_max_bytes: u64,
+    /// `DDSTORE_MAX_READ_BYTES`: longest single RDMA read; longer rows are split.
+    pub max_read_bytes: u64,
+    /// `DDSTORE_READ_TIMEOUT_S`: bound on waiting for one read to complete.
+    pub read_timeout_s: f64,
+    /// `DDSTORE_PROFILE`: time reads (counts are always kept).
+    pub profile: bool,
+    /// `DDSTORE_HANDSHAKE_DIR`.
+    pub handshake_dir: Option<String>,
+    /// `DDSTORE_HANDSHAKE_TIMEOUT_S`.
+    pub handshake_timeout_s: f64,
+    /// `DDSTORE_FABRIC`: provider name (`hsn` means `tcp;ofi_rxm`).
+    pub fabric: Option<String>,
+    /// `FABRIC_IFACE`: libfabric domain name.
+    pub fabric_iface: Option<String>,
+    /// `DDSTORE_NIC_MAP`: `nic=cpus;nic=cpus`.
+    pub nic_map: Option<String>,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Config> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Parses from any key lookup (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let text = |k: &str| get(k).filter(|v| !v.is_empty());
+        Ok(Config {
+            alltoall_max_bytes: positive_bytes(
+                "DDSTORE_ALLTOALL_MAX_BYTES",
+                text("DDSTORE_ALLTOALL_MAX_BYTES"),
+                DEFAULT_ALLTOALL_MAX_BYTES,
+            )?,
+            max_read_bytes: positive_bytes(
+                "DDSTORE_MAX_READ_BYTES",
+                text("DDSTORE_MAX_READ_BYTES"),
+                DEFAULT_MAX_READ_BYTES,
+            )?,
+            read_timeout_s: seconds(
+                "DDSTORE_READ_TIMEOUT_S",
+                text("DDSTORE_READ_TIMEOUT_S"),
+                DEFAULT_READ_TIMEOUT_S,
+            )?,
+            profile: text("DDSTORE_PROFILE").is_some_and(|v| v != "0"),
+            handshake_dir: text("DDSTORE_HANDSHAKE_DIR"),
+            handshake_timeout_s: seconds(
+                "DDSTORE_HANDSHAKE_TIMEOUT_S",
+                text("DDSTORE_HANDSHAKE_TIMEOUT_S"),
+                DEFAULT_HANDSHAKE_TIMEOUT_S,
+            )?,
+            fabric: text("DDSTORE_FABRIC"),
+            fabric_iface: text("FABRIC_IFACE"),
+            nic_map: text("DDSTORE_NIC_MAP"),
+        })
+    }
+}
+
+/// A positive integer byte count.
+pub fn positive_bytes(var: &str, value: Option<String>, default: u64) -> Result<u64> {
+    let Some(v) = value else { return Ok(default) };
+    match v.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not a positive integer number of bytes"),
+    }
+}
+
+/// A non-negative, finite number of seconds.
+pub fn seconds(var: &str, value: Option<String>, default: f64) -> Result<f64> {
+    let Some(v) = value else { return Ok(default) };
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not a non-negative number of seconds"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<Config> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_when_unset_or_empty() {
+        let c = parse(&[("DDSTORE_ALLTOALL_MAX_BYTES", "")]).unwrap();
+        assert_eq!(c.alltoall_max_bytes, DEFAULT_ALLTOALL_MAX_BYTES);
+        assert_eq!(c.max_read_bytes, DEFAULT_MAX_READ_BYTES);
+        assert!(!c.profile);
+        assert!(c.fabric.is_none());
+    }
+
+    #[test]
+    fn parses_values() {
+        let c = parse(&[
+            ("DDSTORE_ALLTOALL_MAX_BYTES", "4096"),
+            ("DDSTORE_PROFILE", "1"),
+            ("DDSTORE_READ_TIMEOUT_S", "2.5"),
+            ("DDSTORE_FABRIC", "hsn"),
+        ])
+        .unwrap();
+        assert_eq!(c.alltoall_max_bytes, 4096);
+        assert!(c.profile);
+        assert_eq!(c.read_timeout_s, 2.5);
+        assert_eq!(c.fabric.as_deref(), Some("hsn"));
+        assert!(!parse(&[("DDSTORE_PROFILE", "0")]).unwrap().profile);
+    }
+
+    #[test]
+    fn rejects_bad_values_naming_the_variable() {
+        for (k, v) in [
+            ("DDSTORE_ALLTOALL_MAX_BYTES", "0"),
+            ("DDSTORE_ALLTOALL_MAX_BYTES", "-5"),
+            ("DDSTORE_MAX_READ_BYTES", "lots"),
+            ("DDSTORE_READ_TIMEOUT_S", "-1"),
+            ("DDSTORE_HANDSHAKE_TIMEOUT_S", "inf"),
+        ] {
+            let e = parse(&[(k, v)]).unwrap_err();
+            assert!(e.msg.contains(k), "{e}");
+        }
+    }
+}

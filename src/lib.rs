@@ -1,0 +1,28 @@
+//! libddstore: a distributed in-memory data store for HPC training and
+//! simulation codes, shipped as a C-ABI shared library.
+//!
+//! Every MPI rank holds a shard of each named variable (a 2-D table of
+//! fixed-width rows); any rank reads any row by its global index.
+//!
+//! Data flows one way:
+//!
+//! - [`capi`]: the only `extern "C"` items; handles, C strings, status codes,
+//!   and a panic boundary around every entry point;
+//! - [`store`]: a store's communicator, its registry of variables, dispatch,
+//!   and the agreement that makes collective calls fail on all ranks together;
+//! - [`var`], [`layout`], [`shard`]: one variable's shape, row ownership and memory;
+//! - [`backend`]: transports (method 0: MPI RMA);
+//! - [`mpi`]: small wrappers over mpi-sys; [`config`]: environment variables;
+//!   [`profile`]: counters.
+
+pub mod backend;
+#[allow(non_camel_case_types, clippy::missing_safety_doc)]
+pub mod capi;
+pub mod config;
+pub mod error;
+pub mod layout;
+pub mod mpi;
+pub mod profile;
+pub mod shard;
+pub mod store;
+pub mod var;

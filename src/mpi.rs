@@ -1,0 +1,396 @@
+//! Small wrappers over mpi-sys: communicators, collectives, windows, datatypes.
+//!
+//! Every communicator and window we create gets `MPI_ERRORS_RETURN`, so MPI
+//! failures come back as `Kind::Mpi` errors instead of aborting the job. Objects
+//! are released only while MPI is still running: after `MPI_Finalize` they are
+//! leaked, which is what makes `dds_destroy` safe at any time.
+
+use std::os::raw::{c_int, c_void};
+use std::ptr;
+
+use mpi_sys as ffi;
+
+use crate::error::{err, Result};
+
+/// Largest byte count passed to one MPI call (counts are C ints).
+pub const MAX_CHUNK: usize = 1 << 30;
+
+fn check(rc: c_int, what: &str) -> Result<()> {
+    if rc == ffi::MPI_SUCCESS as c_int {
+        return Ok(());
+    }
+    let mut buf = vec![0u8; ffi::MPI_MAX_ERROR_STRING as usize + 1];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING bytes as the standard requires.
+    unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr().cast(), &mut len) };
+    buf.truncate(len.max(0) as usize);
+    Err(err!(Mpi, "{what} failed: {} (MPI error {rc})", String::from_utf8_lossy(&buf)))
+}
+
+pub fn initialized() -> bool {
+    let mut flag: c_int = 0;
+    // SAFETY: MPI_Initialized may be called at any time.
+    unsafe { ffi::MPI_Initialized(&mut flag) };
+    flag != 0
+}
+
+pub fn finalized() -> bool {
+    let mut flag: c_int = 0;
+    // SAFETY: MPI_Finalized may be called at any time.
+    unsafe { ffi::MPI_Finalized(&mut flag) };
+    flag != 0
+}
+
+/// True when MPI is usable now (initialised and not yet finalised).
+pub fn running() -> bool {
+    initialized() && !finalized()
+}
+
+/// True when MPI was initialised with `MPI_THREAD_MULTIPLE`.
+pub fn thread_multiple() -> bool {
+    let mut level: c_int = 0;
+    // SAFETY: called only while MPI is running.
+    unsafe { ffi::MPI_Query_thread(&mut level) };
+    level >= ffi::MPI_THREAD_MULTIPLE as c_int
+}
+
+/// A communicator. Owned ones (ours) are freed on drop while MPI runs.
+pub struct Comm {
+    raw: ffi::MPI_Comm,
+    rank: usize,
+    size: usize,
+}
+
+// SAFETY: MPI handles are plain values; thread safety of calls is governed by
+// the MPI thread level, which the store enforces with its own locks.
+unsafe impl Send for Comm {}
+unsafe impl Sync for Comm {}
+
+impl Comm {
+    /// Duplicates the caller's communicator (given by its Fortran handle) into
+    /// a private one, so our collectives never match the caller's.
+    pub fn dup_from_fortran(comm_f: c_int) -> Result<Comm> {
+        // SAFETY: f2c is a pure conversion; a NULL result is checked before use.
+        let user = unsafe { ffi::RSMPI_Comm_f2c(comm_f) };
+        if user == unsafe { ffi::RSMPI_COMM_NULL } {
+            return Err(err!(InvalidArgument, "the communicator is MPI_COMM_NULL"));
+        }
+        let mut raw = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: `user` is a communicator handle supplied by the caller.
+        check(unsafe { ffi::MPI_Comm_dup(user, &mut raw) }, "MPI_Comm_dup")?;
+        Comm::adopt(raw)
+    }
+
+    fn adopt(raw: ffi::MPI_Comm) -> Result<Comm> {
+        let (mut rank, mut size): (c_int, c_int) = (0, 0);
+        // SAFETY: `raw` is a valid communicator we just created.
+        unsafe {
+            check(ffi::MPI_Comm_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN), "MPI_Comm_set_errhandler")?;
+            check(ffi::MPI_Comm_rank(raw, &mut rank), "MPI_Comm_rank")?;
+            check(ffi::MPI_Comm_size(raw, &mut size), "MPI_Comm_size")?;
+        }
+        Ok(Comm { raw, rank: rank as usize, size: size as usize })
+    }
+
+    /// Splits into consecutive groups of `width` ranks (key = rank).
+    pub fn split_groups(&self, width: usize) -> Result<Comm> {
+        let color = (self.rank / width) as c_int;
+        let mut raw = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: collective over a valid communicator.
+        check(unsafe { ffi::MPI_Comm_split(self.raw, color, self.rank as c_int, &mut raw) }, "MPI_Comm_split")?;
+        Comm::adopt(raw)
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn barrier(&self) -> Result<()> {
+        // SAFETY: collective over a valid communicator.
+        check(unsafe { ffi::MPI_Barrier(self.raw) }, "MPI_Barrier")
+    }
+
+    /// Gathers one plain value from every rank, in rank order.
+    pub fn allgather<T: Copy + Default>(&self, mine: &T) -> Result<Vec<T>> {
+        let mut all = vec![T::default(); self.size];
+        let n = std::mem::size_of::<T>() as c_int;
+        // SAFETY: `all` holds size * sizeof(T) bytes; T is plain data.
+        check(
+            unsafe {
+                ffi::MPI_Allgather(
+                    (mine as *const T).cast(),
+                    n,
+                    ffi::RSMPI_UINT8_T,
+                    all.as_mut_ptr().cast(),
+                    n,
+                    ffi::RSMPI_UINT8_T,
+                    self.raw,
+                )
+            },
+            "MPI_Allgather",
+        )?;
+        Ok(all)
+    }
+
+    /// Concatenates every rank's `mine` (rank r contributes `counts[r]` values).
+    pub fn allgatherv_i64(&self, mine: &[i64], counts: &[i64]) -> Result<Vec<i64>> {
+        let total: i64 = counts.iter().sum();
+        if total > i32::MAX as i64 {
+            return Err(err!(
+                InvalidArgument,
+                "a collective batch of {total} rows over all ranks exceeds the {} rows MPI can gather at once",
+                i32::MAX
+            ));
+        }
+        let rc: Vec<c_int> = counts.iter().map(|&c| c as c_int).collect();
+        let displs = exclusive_prefix(&rc);
+        let mut all = vec![0i64; total as usize];
+        // SAFETY: buffer sizes follow the counts and displacements just computed.
+        check(
+            unsafe {
+                ffi::MPI_Allgatherv(
+                    mine.as_ptr().cast(),
+                    mine.len() as c_int,
+                    ffi::RSMPI_INT64_T,
+                    all.as_mut_ptr().cast(),
+                    rc.as_ptr(),
+                    displs.as_ptr(),
+                    ffi::RSMPI_INT64_T,
+                    self.raw,
+                )
+            },
+            "MPI_Allgatherv",
+        )?;
+        Ok(all)
+    }
+
+    /// Element-wise minimum over ranks.
+    pub fn allreduce_min(&self, values: &mut [i64]) -> Result<()> {
+        self.allreduce(values, unsafe { ffi::RSMPI_MIN })
+    }
+
+    /// Element-wise maximum over ranks.
+    pub fn allreduce_max(&self, values: &mut [i64]) -> Result<()> {
+        self.allreduce(values, unsafe { ffi::RSMPI_MAX })
+    }
+
+    fn allreduce(&self, values: &mut [i64], op: ffi::MPI_Op) -> Result<()> {
+        let send = values.to_vec();
+        // SAFETY: both buffers hold values.len() elements.
+        check(
+            unsafe {
+                ffi::MPI_Allreduce(
+                    send.as_ptr().cast(),
+                    values.as_mut_ptr().cast(),
+                    values.len() as c_int,
+                    ffi::RSMPI_INT64_T,
+                    op,
+                    self.raw,
+                )
+            },
+            "MPI_Allreduce",
+        )
+    }
+
+    pub fn bcast(&self, buf: &mut [u8], root: usize) -> Result<()> {
+        // SAFETY: every rank passes a buffer of the same length.
+        check(
+            unsafe {
+                ffi::MPI_Bcast(buf.as_mut_ptr().cast(), buf.len() as c_int, ffi::RSMPI_UINT8_T, root as c_int, self.raw)
+            },
+            "MPI_Bcast",
+        )
+    }
+
+    /// `MPI_Alltoallv` with counts and displacements in units of `dtype`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn alltoallv(
+        &self,
+        send: *const u8,
+        scounts: &[c_int],
+        sdispls: &[c_int],
+        recv: *mut u8,
+        rcounts: &[c_int],
+        rdispls: &[c_int],
+        dtype: &Datatype,
+    ) -> Result<()> {
+        // SAFETY: the caller sized both buffers from these counts and displacements.
+        check(
+            unsafe {
+                ffi::MPI_Alltoallv(
+                    send as *const c_void,
+                    scounts.as_ptr(),
+                    sdispls.as_ptr(),
+                    dtype.raw,
+                    recv as *mut c_void,
+                    rcounts.as_ptr(),
+                    rdispls.as_ptr(),
+                    dtype.raw,
+                    self.raw,
+                )
+            },
+            "MPI_Alltoallv",
+        )
+    }
+
+    pub fn raw(&self) -> ffi::MPI_Comm {
+        self.raw
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        if running() {
+            // SAFETY: we own this communicator; freeing is collective and the
+            // store drops it from its collective tear-down path.
+            unsafe { ffi::MPI_Comm_free(&mut self.raw) };
+        }
+    }
+}
+
+/// Exclusive prefix sums (displacements from counts).
+pub fn exclusive_prefix(counts: &[c_int]) -> Vec<c_int> {
+    let mut acc = 0;
+    counts
+        .iter()
+        .map(|&c| {
+            let d = acc;
+            acc += c;
+            d
+        })
+        .collect()
+}
+
+/// A committed datatype describing one row of `row_bytes` bytes, whatever its
+/// size (rows over 2 GiB are built from 1 GiB blocks plus a remainder).
+pub struct Datatype {
+    raw: ffi::MPI_Datatype,
+}
+
+impl Datatype {
+    pub fn row(row_bytes: u64) -> Result<Datatype> {
+        let byte = unsafe { ffi::RSMPI_UINT8_T };
+        let mut t = unsafe { ffi::RSMPI_DATATYPE_NULL };
+        // SAFETY: type constructors on valid predefined types; intermediate types are freed.
+        unsafe {
+            if row_bytes <= i32::MAX as u64 {
+                check(ffi::MPI_Type_contiguous(row_bytes as c_int, byte, &mut t), "MPI_Type_contiguous")?;
+            } else {
+                let block = MAX_CHUNK as u64;
+                let (blocks, rem) = (row_bytes / block, row_bytes % block);
+                let mut chunk = ffi::RSMPI_DATATYPE_NULL;
+                let mut body = ffi::RSMPI_DATATYPE_NULL;
+                check(ffi::MPI_Type_contiguous(block as c_int, byte, &mut chunk), "MPI_Type_contiguous")?;
+                check(ffi::MPI_Type_contiguous(blocks as c_int, chunk, &mut body), "MPI_Type_contiguous")?;
+                if rem == 0 {
+                    t = body;
+                } else {
+                    let mut tail = ffi::RSMPI_DATATYPE_NULL;
+                    check(ffi::MPI_Type_contiguous(rem as c_int, byte, &mut tail), "MPI_Type_contiguous")?;
+                    let lens = [1 as c_int, 1];
+                    let displs = [0 as ffi::MPI_Aint, (blocks * block) as ffi::MPI_Aint];
+                    let types = [body, tail];
+                    check(
+                        ffi::MPI_Type_create_struct(2, lens.as_ptr(), displs.as_ptr(), types.as_ptr(), &mut t),
+                        "MPI_Type_create_struct",
+                    )?;
+                    ffi::MPI_Type_free(&mut body);
+                    ffi::MPI_Type_free(&mut tail);
+                }
+                ffi::MPI_Type_free(&mut chunk);
+            }
+            check(ffi::MPI_Type_commit(&mut t), "MPI_Type_commit")?;
+        }
+        Ok(Datatype { raw: t })
+    }
+}
+
+impl Drop for Datatype {
+    fn drop(&mut self) {
+        if running() {
+            // SAFETY: we own this committed type.
+            unsafe { ffi::MPI_Type_free(&mut self.raw) };
+        }
+    }
+}
+
+/// An RMA window over memory the store owns, kept in a shared `lock_all`
+/// epoch for its whole life so a read is just get + flush.
+pub struct Window {
+    raw: ffi::MPI_Win,
+}
+
+unsafe impl Send for Window {}
+unsafe impl Sync for Window {}
+
+impl Window {
+    /// Collective over `comm`. `base` stays valid until `free`.
+    pub fn create(base: *mut u8, bytes: usize, comm: &Comm) -> Result<Window> {
+        let mut raw = unsafe { ffi::RSMPI_WIN_NULL };
+        let base: *mut c_void = if bytes == 0 { ptr::null_mut() } else { base.cast() };
+        // SAFETY: `base` covers `bytes` bytes and outlives the window.
+        unsafe {
+            check(
+                ffi::MPI_Win_create(base, bytes as ffi::MPI_Aint, 1, ffi::RSMPI_INFO_NULL, comm.raw, &mut raw),
+                "MPI_Win_create",
+            )?;
+            let w = Window { raw };
+            check(ffi::MPI_Win_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN), "MPI_Win_set_errhandler")?;
+            check(ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, raw), "MPI_Win_lock_all")?;
+            Ok(w)
+        }
+    }
+
+    /// Reads `len` bytes at byte offset `offset` of `target`'s window into `dst`,
+    /// split into calls of at most 1 GiB, and waits for them.
+    pub fn get(&self, dst: *mut u8, len: usize, target: usize, offset: u64) -> Result<()> {
+        let byte = unsafe { ffi::RSMPI_UINT8_T };
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(MAX_CHUNK);
+            // SAFETY: dst covers len bytes; the target range was bounds-checked by the store.
+            check(
+                unsafe {
+                    ffi::MPI_Get(
+                        dst.add(done).cast(),
+                        n as c_int,
+                        byte,
+                        target as c_int,
+                        (offset + done as u64) as ffi::MPI_Aint,
+                        n as c_int,
+                        byte,
+                        self.raw,
+                    )
+                },
+                "MPI_Get",
+            )?;
+            done += n;
+        }
+        // SAFETY: flushing the epoch opened by lock_all.
+        check(unsafe { ffi::MPI_Win_flush(target as c_int, self.raw) }, "MPI_Win_flush")
+    }
+
+    /// Synchronises the public and private copies of the local window memory.
+    pub fn sync(&self) -> Result<()> {
+        // SAFETY: inside the lock_all epoch.
+        check(unsafe { ffi::MPI_Win_sync(self.raw) }, "MPI_Win_sync")
+    }
+
+    /// Collective release. Skipped (leaked) once MPI is finalised.
+    pub fn free(&mut self) -> Result<()> {
+        if !running() || self.raw == unsafe { ffi::RSMPI_WIN_NULL } {
+            return Ok(());
+        }
+        // SAFETY: ends our epoch, then frees the window (collective).
+        unsafe {
+            let unlock = check(ffi::MPI_Win_unlock_all(self.raw), "MPI_Win_unlock_all");
+            let free = check(ffi::MPI_Win_free(&mut self.raw), "MPI_Win_free");
+            unlock.and(free)
+        }
+    }
+}
+

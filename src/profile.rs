@@ -1,0 +1,82 @@
+//! Per-variable read counters. Counts are always kept (one relaxed atomic add
+//! each); times only when profiling is on, so a store without
+//! `DDSTORE_PROFILE` never reads the clock on its read path.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+#[derive(Default)]
+pub struct Counters {
+    pub calls: AtomicU64,
+    pub rows: AtomicU64,
+    pub bytes: AtomicU64,
+    pub rows_local: AtomicU64,
+    pub rows_remote: AtomicU64,
+    pub lock_wait_ns: AtomicU64,
+    pub mr_ns: AtomicU64,
+    pub mr_miss: AtomicU64,
+    pub read_ns: AtomicU64,
+    pub cq_ns: AtomicU64,
+}
+
+/// A plain copy of the counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub calls: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    pub rows_local: u64,
+    pub rows_remote: u64,
+    pub lock_wait_ns: u64,
+    pub mr_ns: u64,
+    pub mr_miss: u64,
+    pub read_ns: u64,
+    pub cq_ns: u64,
+}
+
+impl Counters {
+    /// Records one read call of `rows` rows and `bytes` bytes, `local` of which
+    /// rows were copied without the transport.
+    pub fn read_call(&self, rows: u64, bytes: u64, local: u64) {
+        self.calls.fetch_add(1, Relaxed);
+        self.rows.fetch_add(rows, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+        self.rows_local.fetch_add(local, Relaxed);
+        self.rows_remote.fetch_add(rows - local, Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            calls: self.calls.load(Relaxed),
+            rows: self.rows.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            rows_local: self.rows_local.load(Relaxed),
+            rows_remote: self.rows_remote.load(Relaxed),
+            lock_wait_ns: self.lock_wait_ns.load(Relaxed),
+            mr_ns: self.mr_ns.load(Relaxed),
+            mr_miss: self.mr_miss.load(Relaxed),
+            read_ns: self.read_ns.load(Relaxed),
+            cq_ns: self.cq_ns.load(Relaxed),
+        }
+    }
+}
+
+/// A stopwatch that only runs when profiling is on.
+pub struct Timer(Option<Instant>);
+
+impl Timer {
+    #[inline]
+    pub fn start(on: bool) -> Timer {
+        Timer(on.then(Instant::now))
+    }
+
+    /// Adds the time since `start` (or the previous `lap`) to `into` and restarts.
+    #[inline]
+    pub fn lap(&mut self, into: &AtomicU64) {
+        if let Some(t) = self.0 {
+            let now = Instant::now();
+            into.fetch_add((now - t).as_nanos() as u64, Relaxed);
+            self.0 = Some(now);
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! The store: one communicator (or group of it), its registry of variables,
+//! and dispatch of every operation to the layout and the backend.
+//!
+//! Collective operations first agree on whether every rank's arguments are
+//! valid (`agree`), so a bad argument on one rank fails the call on all ranks
+//! with the same status instead of leaving the others waiting.
+
+use std::collections::BTreeMap;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::backend::rma::{self, RmaVar, Requests, Scratch};
+use crate::config::Config;
+use crate::error::{bail, err, Error, Kind, Result};
+use crate::layout::Layout;
+use crate::mpi::{self, Comm};
+use crate::profile::{Snapshot, Timer};
+use crate::shard::Shard;
+use crate::var::{Transport, Variable};
+
+/// Longest accepted variable name, in bytes.
+pub const MAX_NAME_BYTES: usize = 255;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Mpi,
+    Fabric,
+    Split,
+}
+
+impl Method {
+    pub fn from_code(m: i32) -> Result<Method> {
+        match m {
+            0 => Ok(Method::Mpi),
+            1 => Ok(Method::Fabric),
+            2 => Ok(Method::Split),
+            _ => bail!(InvalidArgument, "method {m} is not 0 (MPI), 1 (libfabric) or 2 (split jobs)"),
+        }
+    }
+
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// Store options after the C layer has decoded them.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub method: i32,
+    pub role: i32,
+    pub width: i32,
+    pub n_core: i32,
+    pub handshake_dir: Option<String>,
+    pub fabric_provider: Option<String>,
+    pub fabric_iface: Option<String>,
+    pub nic_map: Option<String>,
+}
+
+/// Shape of a variable to register.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub local_rows: i64,
+    pub row_elems: i64,
+    pub item_size: i32,
+}
+
+/// What `dds_info` reports.
+pub struct VarInfo {
+    pub total_rows: i64,
+    pub local_rows: i64,
+    pub row_elems: i64,
+    pub item_size: i32,
+    pub row_bytes: u64,
+    pub method: Method,
+    pub n_ranks: usize,
+    pub transport: String,
+}
+
+pub struct Store {
+    comm: Comm,
+    method: Method,
+    cfg: Config,
+    vars: RwLock<BTreeMap<String, Variable>>,
+    epoch_open: Mutex<bool>,
+    /// Method-0 batched reads run one at a time (they are collective) and
+    /// reuse this staging memory.
+    exchange: Mutex<Scratch>,
+    /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
+    mpi_lock: Option<Mutex<()>>,
+}
+
+/// Folds each rank's local result into one decision: if any rank failed,
+/// every rank returns the first failing rank's error (status and message).
+fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
+    let mut first = [if local.is_err() { comm.rank() as i64 } else { comm.size() as i64 }];
+    comm.allreduce_min(&mut first)?;
+    let root = first[0] as usize;
+    if root == comm.size() {
+        return local;
+    }
+    // 4 bytes of kind, then the message (truncated to fit).
+    let mut buf = vec![0u8; 1024];
+    if let Err(e) = &local {
+        if comm.rank() == root {
+            buf[..4].copy_from_slice(&(e.kind as i32).to_le_bytes());
+            let msg = e.msg.as_bytes();
+            let n = msg.len().min(buf.len() - 4);
+            buf[4..4 + n].copy_from_slice(&msg[..n]);
+        }
+    }
+    comm.bcast(&mut buf, root)?;
+    let kind = Kind::from_code(i32::from_le_bytes(buf[..4].try_into().unwrap()));
+    let end = buf[4..].iter().position(|&b| b == 0).map_or(buf.len(), |i| i + 4);
+    Err(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
+}
+
+/// FNV-1a: a cheap fingerprint to check that ranks name the same variable.
+fn fingerprint(name: &str) -> i64 {
+    name.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)) as i64
+}
+
+impl Store {
+    /// Collective over the communicator whose Fortran handle is `comm_f`.
+    /// `opts` carries the caller's (possibly invalid) options.
+    pub fn create(comm_f: i32, opts: Result<Options>) -> Result<Store> {
+        if !mpi::initialized() {
+            bail!(BadState, "MPI is not initialized: call MPI_Init (or import mpi4py.MPI) before dds_create");
+        }
+        if mpi::finalized() {
+            bail!(BadState, "MPI has been finalized");
+        }
+        if let Ok(o) = &opts {
+            if o.method == 2 && o.role == 1 {
+                bail!(Unsupported, "method 2 extra members are not available in this build yet");
+            }
+        }
+        let world = Comm::dup_from_fortran(comm_f)?;
+        let local = opts.and_then(|o| {
+            let method = Method::from_code(o.method)?;
+            if o.width < 0 {
+                bail!(InvalidArgument, "width {} is negative (0 means all ranks)", o.width);
+            }
+            if !(0..=1).contains(&o.role) {
+                bail!(InvalidArgument, "role {} is not 0 (core) or 1 (extra)", o.role);
+            }
+            if method != Method::Mpi {
+                bail!(Unsupported, "method {} is not available in this build yet (use method 0)", o.method);
+            }
+            Ok((method, o.width as i64, Config::from_env()?))
+        });
+        let (method, width, cfg) = agree(&world, local)?;
+
+        // Settings that must be identical everywhere.
+        let cap = cfg.alltoall_max_bytes as i64;
+        let mut hi = [width, cap, method.code() as i64];
+        let mut lo = hi;
+        world.allreduce_max(&mut hi)?;
+        world.allreduce_min(&mut lo)?;
+        for (i, what) in ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method"].iter().enumerate() {
+            if hi[i] != lo[i] {
+                bail!(InvalidArgument, "{what} differs across ranks ({} to {}); it must be the same on every rank", lo[i], hi[i]);
+            }
+        }
+        let comm = if width == 0 || width as usize >= world.size() {
+            world
+        } else {
+            world.split_groups(width as usize)?
+        };
+        let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
+        Ok(Store {
+            comm,
+            method,
+            cfg,
+            vars: RwLock::new(BTreeMap::new()),
+            epoch_open: Mutex::new(false),
+            exchange: Mutex::new(Scratch::default()),
+            mpi_lock,
+        })
+    }
+
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    pub fn size(&self) -> usize {
+        self.comm.size()
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if !mpi::running() {
+            bail!(BadState, "MPI has been finalized; only dds_destroy is allowed");
+        }
+        Ok(())
+    }
+
+    /// Collective: registers `name` with a zero-filled shard (`src` None) or a
+    /// copy of `src`. `shape` is this rank's (possibly invalid) request.
+    pub fn register(&self, name: &str, shape: Result<Shape>, src: Option<&[u8]>) -> Result<()> {
+        self.check_running()?;
+        let mut vars = self.vars.write();
+        let local = shape.and_then(|s| {
+            if vars.contains_key(name) {
+                bail!(DuplicateVariable, "variable '{name}' already exists in this store");
+            }
+            let row_bytes = validate_shape(name, &s)?;
+            let bytes = (s.local_rows as u128) * (row_bytes as u128);
+            if bytes > isize::MAX as u128 {
+                bail!(InvalidArgument, "variable '{name}': {} rows x {row_bytes} bytes overflows memory sizes", s.local_rows);
+            }
+            let shard = match src {
+                Some(data) => Shard::copy_of(data)?,
+                None => Shard::zeroed(bytes as usize)?,
+            };
+            Ok((s, row_bytes, shard))
+        });
+        let (s, row_bytes, shard) = agree(&self.comm, local)?;
+
+        // Every rank now has a valid request; check they describe one variable.
+        let all = self.comm.allgather(&[s.local_rows, s.row_elems, s.item_size as i64, fingerprint(name)])?;
+        for (r, m) in all.iter().enumerate() {
+            if m[3] != all[0][3] {
+                bail!(InvalidArgument, "ranks 0 and {r} registered different variable names (this rank: '{name}')");
+            }
+            if m[1] != all[0][1] || m[2] != all[0][2] {
+                bail!(
+                    Mismatch,
+                    "variable '{name}': rank {r} has rows of {} elements x {} bytes but rank 0 has {} x {}",
+                    m[1], m[2], all[0][1], all[0][2]
+                );
+            }
+        }
+        let counts: Vec<i64> = all.iter().map(|m| m[0]).collect();
+        let layout = Layout::from_counts(&counts).map_err(|e| err!(InvalidArgument, "variable '{name}': {}", e.msg))?;
+        let transport = Transport::Rma(RmaVar::new(&shard, &self.comm)?);
+        vars.insert(
+            name.to_string(),
+            Variable {
+                name: name.to_string(),
+                row_elems: s.row_elems,
+                item_size: s.item_size,
+                row_bytes,
+                layout,
+                rank: self.comm.rank(),
+                shard,
+                transport,
+                counters: Default::default(),
+                recv: Mutex::new(Vec::new()),
+            },
+        );
+        Ok(())
+    }
+
+    /// Runs `f` on variable `name` under the registry's read lock.
+    fn with_var<T>(&self, name: &str, f: impl FnOnce(&Variable) -> Result<T>) -> Result<T> {
+        let vars = self.vars.read();
+        match vars.get(name) {
+            Some(v) => f(v),
+            None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
+        }
+    }
+
+    /// Local: copies whole rows into this rank's shard from local row `offset`.
+    pub fn update(&self, name: &str, data: &[u8], offset: i64) -> Result<()> {
+        self.with_var(name, |v| {
+            if data.len() as u64 % v.row_bytes != 0 {
+                bail!(
+                    Mismatch,
+                    "dds_update of {} bytes into '{name}': not a whole number of {}-byte rows",
+                    data.len(),
+                    v.row_bytes
+                );
+            }
+            let rows = (data.len() as u64 / v.row_bytes) as i64;
+            let have = v.local_rows();
+            if offset < 0 || offset > have || rows > have - offset {
+                bail!(
+                    OutOfRange,
+                    "rows [{offset}, {}) of '{name}' are outside this rank's shard of {have} rows",
+                    offset.saturating_add(rows)
+                );
+            }
+            v.shard.write(offset as usize * v.row_bytes as usize, data);
+            Ok(())
+        })
+    }
+
+    /// One-sided: reads `count` consecutive rows from global row `start`; they
+    /// must lie in one rank's shard.
+    pub fn get(&self, name: &str, dst: *mut u8, dst_bytes: usize, start: i64, count: i64) -> Result<()> {
+        self.check_running()?;
+        self.with_var(name, |v| {
+            if count < 0 {
+                bail!(InvalidArgument, "count {count} is negative");
+            }
+            v.check_dst("destination", dst_bytes, count)?;
+            if count == 0 {
+                return Ok(());
+            }
+            v.layout.check(start).map_err(|e| err!(OutOfRange, "variable '{name}': {}", e.msg))?;
+            let (owner, local) = v.layout.owner(start);
+            let (lo, hi) = v.layout.shard(owner);
+            if local + count > hi - lo {
+                bail!(
+                    InvalidArgument,
+                    "rows [{start}, {}) of '{name}' cross the end of rank {owner}'s shard [{lo}, {hi}); \
+                     dds_get reads inside one shard, use dds_get_batch for rows of several ranks",
+                    start.saturating_add(count)
+                );
+            }
+            let mut t = Timer::start(self.cfg.profile);
+            let offset = local as u64 * v.row_bytes;
+            if owner == v.rank {
+                v.shard.read(offset as usize, dst, dst_bytes);
+            } else {
+                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+                match &v.transport {
+                    Transport::Rma(r) => r.read(owner, offset, dst, dst_bytes)?,
+                }
+            }
+            t.lap(&v.counters.read_ns);
+            v.counters.read_call(count as u64, dst_bytes as u64, if owner == v.rank { count as u64 } else { 0 });
+            Ok(())
+        })
+    }
+
+    /// Reads arbitrary rows; row i of `dst` receives global row `indices[i]`.
+    /// Collective for method 0. `args` carries this rank's argument check.
+    pub fn get_batch(&self, name: &str, dst: *mut u8, dst_bytes: usize, indices: Result<&[i64]>) -> Result<()> {
+        self.check_running()?;
+        let vars = self.vars.read();
+        let var = vars.get(name);
+        let local = indices.and_then(|idx| match var {
+            None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
+            Some(v) => {
+                v.check_dst("destination", dst_bytes, idx.len() as i64)?;
+                Ok((v, idx))
+            }
+        });
+        self.batch_collective(name, local, dst)
+    }
+
+    /// Method 0: the all-gather of requests and the rounds of all-to-all.
+    fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
+        let mut scratch = self.exchange.lock();
+        let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+        let (v, idx) = agree(&self.comm, local)?;
+        let mut t = Timer::start(self.cfg.profile);
+        let meta = self.comm.allgather(&[idx.len() as i64, fingerprint(name)])?;
+        if let Some(r) = meta.iter().position(|m| m[1] != meta[0][1]) {
+            bail!(InvalidArgument, "ranks 0 and {r} called dds_get_batch on different variables (this rank: '{name}')");
+        }
+        let counts: Vec<i64> = meta.iter().map(|m| m[0]).collect();
+        let all = self.comm.allgatherv_i64(idx, &counts)?;
+        // Every rank checks the same gathered list, so all fail together.
+        let mut start = 0usize;
+        for (r, &c) in counts.iter().enumerate() {
+            let list = &all[start..start + c as usize];
+            if let Some(i) = list.iter().position(|&g| v.layout.check(g).is_err()) {
+                bail!(
+                    OutOfRange,
+                    "rank {r}: index {i} of its batch, global row {}, is out of range [0, {}) of variable '{name}'",
+                    list[i],
+                    v.layout.total()
+                );
+            }
+            start += c as usize;
+        }
+        let req = Requests { counts: &counts, all: &all };
+        rma::exchange(&self.comm, &v.layout, &v.shard, v.row_bytes, self.cfg.alltoall_max_bytes, &req, dst, &mut scratch)?;
+        t.lap(&v.counters.read_ns);
+        if !idx.is_empty() {
+            let (lo, hi) = v.layout.shard(v.rank);
+            let local_rows = idx.iter().filter(|&&g| g >= lo && g < hi).count() as u64;
+            v.counters.read_call(idx.len() as u64, idx.len() as u64 * v.row_bytes, local_rows);
+        }
+        Ok(())
+    }
+
+    pub fn register_recv(&self, name: &str, start: usize, len: usize) -> Result<()> {
+        self.with_var(name, |v| if len == 0 { Ok(()) } else { v.register_recv(start, len) })
+    }
+
+    pub fn unregister_recv(&self, name: &str, start: usize) -> Result<()> {
+        self.with_var(name, |v| v.unregister_recv(start))
+    }
+
+    pub fn info(&self, name: &str) -> Result<VarInfo> {
+        self.with_var(name, |v| {
+            Ok(VarInfo {
+                total_rows: v.layout.total(),
+                local_rows: v.local_rows(),
+                row_elems: v.row_elems,
+                item_size: v.item_size,
+                row_bytes: v.row_bytes,
+                method: self.method,
+                n_ranks: v.layout.n_ranks(),
+                transport: match v.transport {
+                    Transport::Rma(_) => "mpi-rma".to_string(),
+                },
+            })
+        })
+    }
+
+    pub fn profile(&self, name: &str) -> Result<(Snapshot, bool)> {
+        self.with_var(name, |v| Ok((v.counters.snapshot(), self.cfg.profile)))
+    }
+
+    /// Collective: opens (`open` true) or closes a read epoch. Makes local
+    /// updates visible to remote readers and synchronises the ranks.
+    pub fn epoch(&self, open: bool) -> Result<()> {
+        self.check_running()?;
+        let mut state = self.epoch_open.lock();
+        let local = if *state == open {
+            Err(err!(BadState, "{}", if open { "an epoch is already open (call dds_epoch_end first)" } else { "no epoch is open (call dds_epoch_begin first)" }))
+        } else {
+            Ok(())
+        };
+        agree(&self.comm, local)?;
+        for v in self.vars.read().values() {
+            match &v.transport {
+                Transport::Rma(r) => r.sync()?,
+            }
+        }
+        self.comm.barrier()?;
+        *state = open;
+        Ok(())
+    }
+
+    /// Collective (method 0): releases every variable in name order (the same
+    /// on every rank). After MPI_Finalize only local memory is released.
+    pub fn destroy(&self) -> Result<()> {
+        let mut first_err = None;
+        for (_, mut v) in std::mem::take(&mut *self.vars.write()) {
+            if let Err(e) = v.free() {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Validates a shape and returns its row size in bytes.
+fn validate_shape(name: &str, s: &Shape) -> Result<u64> {
+    if s.local_rows < 0 {
+        bail!(InvalidArgument, "variable '{name}': local row count {} is negative", s.local_rows);
+    }
+    if s.row_elems <= 0 {
+        bail!(InvalidArgument, "variable '{name}': elements per row must be positive, got {}", s.row_elems);
+    }
+    if ![1, 2, 4, 8].contains(&s.item_size) {
+        bail!(InvalidArgument, "variable '{name}': item size {} is not 1, 2, 4 or 8 bytes", s.item_size);
+    }
+    match (s.row_elems as u64).checked_mul(s.item_size as u64) {
+        Some(b) if b <= i64::MAX as u64 => Ok(b),
+        _ => bail!(InvalidArgument, "variable '{name}': {} elements x {} bytes per row overflows 64 bits", s.row_elems, s.item_size),
+    }
+}

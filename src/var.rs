@@ -1,0 +1,93 @@
+//! A registered variable: its shape, who holds which rows, this rank's shard,
+//! the backend state that serves remote readers, and its counters.
+
+use parking_lot::Mutex;
+
+use crate::backend::rma::RmaVar;
+use crate::error::{bail, Result};
+use crate::layout::Layout;
+use crate::profile::Counters;
+use crate::shard::Shard;
+
+/// How remote rows of a variable are reached.
+pub enum Transport {
+    Rma(RmaVar),
+}
+
+pub struct Variable {
+    pub name: String,
+    pub row_elems: i64,
+    pub item_size: i32,
+    pub row_bytes: u64,
+    pub layout: Layout,
+    /// This rank's position in `layout`.
+    pub rank: usize,
+    pub shard: Shard,
+    pub transport: Transport,
+    pub counters: Counters,
+    /// Destination buffers registered with `dds_register_recv`: (start, len).
+    pub recv: Mutex<Vec<(usize, usize)>>,
+}
+
+impl Variable {
+    /// Rows held by this rank.
+    pub fn local_rows(&self) -> i64 {
+        let (lo, hi) = self.layout.shard(self.rank);
+        hi - lo
+    }
+
+    /// Checks that a destination of `bytes` bytes holds exactly `rows` rows.
+    pub fn check_dst(&self, what: &str, bytes: usize, rows: i64) -> Result<()> {
+        let need = (rows as u128) * (self.row_bytes as u128);
+        if bytes as u128 != need {
+            bail!(
+                Mismatch,
+                "{what} of {bytes} bytes for variable '{}': {rows} rows of {} bytes ({} elements x {} bytes) need {need} bytes",
+                self.name,
+                self.row_bytes,
+                self.row_elems,
+                self.item_size
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds a receive registration; an identical one is a no-op, a partial
+    /// overlap with another is refused (ownership of the bytes would be ambiguous).
+    pub fn register_recv(&self, start: usize, len: usize) -> Result<()> {
+        let mut regs = self.recv.lock();
+        for &(s, l) in regs.iter() {
+            if (s, l) == (start, len) {
+                return Ok(());
+            }
+            if start < s + l && s < start + len {
+                bail!(
+                    InvalidArgument,
+                    "buffer [{start:#x}, +{len}) overlaps the buffer [{s:#x}, +{l}) already registered for '{}'",
+                    self.name
+                );
+            }
+        }
+        regs.push((start, len));
+        Ok(())
+    }
+
+    /// Removes the registration that starts at `start`.
+    pub fn unregister_recv(&self, start: usize) -> Result<()> {
+        let mut regs = self.recv.lock();
+        match regs.iter().position(|&(s, _)| s == start) {
+            Some(i) => {
+                regs.swap_remove(i);
+                Ok(())
+            }
+            None => bail!(InvalidArgument, "buffer {start:#x} is not registered for '{}'", self.name),
+        }
+    }
+
+    /// Collective for method 0: releases the transport.
+    pub fn free(&mut self) -> Result<()> {
+        match &mut self.transport {
+            Transport::Rma(r) => r.free(),
+        }
+    }
+}
