@@ -347,7 +347,8 @@ enum dds_status dds_unregister_recv(struct dds_store *store, const char *name, v
  * header. They only translate the communicator to its Fortran handle, which is
  * portable across MPI implementations.
  */
-#if defined(MPI_VERSION) && !defined(DDSTORE_NO_MPI_HELPERS)
+#if defined(MPI_VERSION) && !defined(DDSTORE_MPI_HELPERS) && !defined(DDSTORE_NO_MPI_HELPERS)
+#define DDSTORE_MPI_HELPERS 1
 static inline dds_status dds_create_comm(MPI_Comm comm, const dds_options *options, dds_store **out) {
   return dds_create((int)MPI_Comm_c2f(comm), options, out);
 }

@@ -1,0 +1,78 @@
+# libddstore: build, install, test, demo. See README.md.
+#
+#   make demo                 a 4-rank example on this machine (installs what it needs)
+#   make test                 the whole test suite (installs what it needs)
+#   make install PREFIX=DIR   library, headers, CMake package, pkg-config file
+#   make header               regenerate include/ddstore.h after changing src/capi
+
+PREFIX ?= /usr/local
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+MINOR := $(word 2,$(subst ., ,$(VERSION)))
+SOVERSION := $(MAJOR)
+STATIC_LIBS := -lmpich -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+BUILD := build
+TEST_PREFIX := $(CURDIR)/$(BUILD)/prefix
+NP ?= 4
+
+# All test traffic stays on this machine.
+export FABRIC_IFACE ?= lo
+export FI_TCP_IFACE ?= lo
+export FI_SOCKETS_IFACE ?= lo
+export UCX_TLS ?= self,sm
+
+.PHONY: all deps build header install test test-rust test-c demo clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build:
+	cargo build --release
+
+header:
+	DDSTORE_UPDATE_HEADER=1 cargo build --release
+
+install: build
+	install -d $(PREFIX)/lib/cmake/ddstore $(PREFIX)/lib/pkgconfig $(PREFIX)/include
+	install -m 755 target/release/libddstore.so $(PREFIX)/lib/libddstore.so.$(VERSION)
+	ln -sf libddstore.so.$(VERSION) $(PREFIX)/lib/libddstore.so.$(SOVERSION)
+	ln -sf libddstore.so.$(SOVERSION) $(PREFIX)/lib/libddstore.so
+	install -m 644 target/release/libddstore.a $(PREFIX)/lib/libddstore.a
+	install -m 644 $(wildcard include/ddstore.h include/ddstore.hpp include/ddstore.f90) $(PREFIX)/include/
+	for f in ddstoreConfig ddstoreConfigVersion; do \
+	  sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' \
+	      -e 's|@MINOR@|$(MINOR)|g' -e 's|@STATIC_LIBS@|$(STATIC_LIBS)|g' \
+	      cmake/$$f.cmake.in > $(PREFIX)/lib/cmake/ddstore/$$f.cmake; done
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@STATIC_LIBS@|$(STATIC_LIBS)|g' cmake/ddstore.pc.in > $(PREFIX)/lib/pkgconfig/ddstore.pc
+
+# The C/C++/Fortran tests are a separate CMake project that find_package()s
+# the installed library, as a user's project would.
+$(BUILD)/capi-tests/Makefile: install-test-prefix
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: install-test-prefix
+install-test-prefix:
+	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
+
+test-rust:
+	cargo test --release
+
+test-c: install-test-prefix
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)/capi-tests -j 2
+	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
+
+test: deps
+	$(MAKE) --no-print-directory test-rust
+	$(MAKE) --no-print-directory test-c
+
+demo: deps install-test-prefix
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)/capi-tests -j 2 --target demo
+	mpiexec -n $(NP) $(BUILD)/capi-tests/demo
+
+clean:
+	rm -rf $(BUILD)
+	cargo clean
