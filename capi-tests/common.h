@@ -48,7 +48,7 @@ static int t_rank, t_size, t_failed, t_passed;
     }                                                                                         \
   } while (0)
 
-static void t_init(int *argc, char ***argv) {
+static inline void t_init(int *argc, char ***argv) {
   int provided;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
@@ -56,7 +56,7 @@ static void t_init(int *argc, char ***argv) {
 }
 
 /* Agrees on the outcome, prints one closing line on rank 0, finalises. */
-static int t_finish(const char *name) {
+static inline int t_finish(const char *name) {
   int sums[2] = {t_passed, t_failed}, tot[2];
   MPI_Allreduce(sums, tot, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (t_rank == 0) printf("%s on %d ranks: %d passed, %d failed\n", name, t_size, tot[0], tot[1]);
@@ -64,7 +64,7 @@ static int t_finish(const char *name) {
   return tot[1] ? 1 : 0;
 }
 
-static dds_store *t_store(int method, int width) {
+static inline dds_store *t_store(int method, int width) {
   dds_options o;
   dds_store *s = NULL;
   CHECK(dds_options_init(&o));
@@ -93,13 +93,13 @@ static inline void t_put(void *row, long long col, int item, int tag, long long 
 }
 
 /* Fills `rows` rows starting at global row `g0`. */
-static void t_fill(void *buf, long long rows, long long elems, int item, int tag, long long g0) {
+static inline void t_fill(void *buf, long long rows, long long elems, int item, int tag, long long g0) {
   for (long long r = 0; r < rows; r++)
     for (long long c = 0; c < elems; c++) t_put((char *)buf + (r * elems) * item, c, item, tag, g0 + r);
 }
 
 /* 1 when `rows` rows of `buf` hold global rows `idx` (or g0.. when idx is NULL). */
-static int t_rows_ok(const void *buf, long long rows, long long elems, int item, int tag, const int64_t *idx,
+static inline int t_rows_ok(const void *buf, long long rows, long long elems, int item, int tag, const int64_t *idx,
                      long long g0) {
   char *want = malloc((size_t)(elems * item));
   int ok = 1;

@@ -54,6 +54,35 @@ pub fn thread_multiple() -> bool {
     level >= ffi::MPI_THREAD_MULTIPLE as c_int
 }
 
+/// Arranges for `hook` to run at the start of `MPI_Finalize`, while MPI still
+/// works: MPI deletes the attributes of `MPI_COMM_SELF` first thing during
+/// finalisation, so a delete callback on one of them is the standard place
+/// for a library to release its MPI objects. Registered once per process.
+pub fn before_finalize(hook: fn()) -> Result<()> {
+    use once_cell::sync::OnceCell;
+    static HOOK: OnceCell<fn()> = OnceCell::new();
+    static REGISTERED: OnceCell<()> = OnceCell::new();
+
+    unsafe extern "C" fn on_delete(_: ffi::MPI_Comm, _: c_int, _: *mut c_void, _: *mut c_void) -> c_int {
+        if let Some(h) = HOOK.get() {
+            // A panic must not unwind into MPI.
+            let _ = std::panic::catch_unwind(|| h());
+        }
+        ffi::MPI_SUCCESS as c_int
+    }
+
+    let _ = HOOK.set(hook);
+    REGISTERED.get_or_try_init(|| {
+        let mut key: c_int = 0;
+        // SAFETY: standard keyval creation; the attribute value is unused.
+        unsafe {
+            check(ffi::MPI_Comm_create_keyval(None, Some(on_delete), &mut key, ptr::null_mut()), "MPI_Comm_create_keyval")?;
+            check(ffi::MPI_Comm_set_attr(ffi::RSMPI_COMM_SELF, key, ptr::null_mut()), "MPI_Comm_set_attr")
+        }
+    })?;
+    Ok(())
+}
+
 /// A communicator. Owned ones (ours) are freed on drop while MPI runs.
 pub struct Comm {
     raw: ffi::MPI_Comm,

@@ -430,6 +430,17 @@ impl Store {
         Ok(())
     }
 
+    /// Releases the MPI objects of every variable (windows) while MPI still
+    /// runs; local memory stays until `destroy`. Called from the
+    /// finalisation hook for stores the program never destroyed: every rank
+    /// runs it for its live stores in creation order, which is the order the
+    /// collective creations happened in.
+    pub fn release_mpi(&self) {
+        for v in self.vars.write().values_mut() {
+            let _ = v.free();
+        }
+    }
+
     /// Collective (method 0): releases every variable in name order (the same
     /// on every rank). After MPI_Finalize only local memory is released.
     pub fn destroy(&self) -> Result<()> {

@@ -88,10 +88,23 @@ pub(crate) fn guard(func: &str, body: impl FnOnce() -> Result<()>) -> dds_status
 }
 
 /// Registers a new store and returns its handle.
-pub(crate) fn register_store(store: Store) -> *mut dds_store {
+pub(crate) fn register_store(store: Store) -> Result<*mut dds_store> {
+    crate::mpi::before_finalize(release_all_before_finalize)?;
     let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
     STORES.write().insert(id, Arc::new(store));
-    id as *mut dds_store
+    Ok(id as *mut dds_store)
+}
+
+/// MPI_Finalize is starting: free the MPI objects of stores still alive, in
+/// creation order (handle ids grow), so MPI can shut down cleanly and a later
+/// `dds_destroy` (for example from a Python `__del__`) only frees memory.
+fn release_all_before_finalize() {
+    let stores = STORES.read();
+    let mut ids: Vec<&usize> = stores.keys().collect();
+    ids.sort();
+    for id in ids {
+        stores[id].release_mpi();
+    }
 }
 
 /// Looks up a live store.

@@ -61,7 +61,7 @@ pub unsafe extern "C" fn dds_create(comm_f: c_int, options: *const dds_options, 
             Ok(o)
         });
         let store = Store::create(comm_f, opts)?;
-        *out = register_store(store);
+        *out = register_store(store)?;
         Ok(())
     })
 }

@@ -1,0 +1,225 @@
+/* The bad-input matrix: every case checks the exact status and the message
+ * content, and after each group the store still returns every row intact.
+ * Collective calls must fail on every rank together, even when only one
+ * rank passed a bad argument. */
+#include <stdint.h>
+
+#include "common.h"
+
+static const int64_t ELEMS = 4;
+static int64_t total_rows(void) { return 4 * (int64_t)t_size; }
+
+/* A store with variable "v" (4 rows per rank, 4 doubles per row). */
+static dds_store *make_store(void) {
+  dds_store *s = t_store(DDS_METHOD_MPI, 0);
+  double buf[4 * 4];
+  t_fill(buf, 4, ELEMS, 8, 1, 4 * (int64_t)t_rank);
+  CHECK(dds_add(s, "v", buf, sizeof buf, 4, ELEMS, 8));
+  return s;
+}
+
+/* Every row of "v" reads back intact, singly and as one batch. */
+static void expect_intact(dds_store *s) {
+  int64_t n = total_rows();
+  double *all = malloc(sizeof(double) * (size_t)(n * ELEMS));
+  int64_t *idx = malloc(sizeof(int64_t) * (size_t)n);
+  for (int64_t g = 0; g < n; g++) idx[g] = n - 1 - g;
+  CHECK(dds_get_batch(s, "v", all, sizeof(double) * (size_t)(n * ELEMS), idx, n));
+  EXPECT(t_rows_ok(all, n, ELEMS, 8, 1, idx, 0));
+  for (int64_t g = 0; g < n; g++) {
+    CHECK(dds_get(s, "v", all, sizeof(double) * ELEMS, g, 1));
+    EXPECT(t_rows_ok(all, 1, ELEMS, 8, 1, NULL, g));
+  }
+  free(all);
+  free(idx);
+}
+
+static void create_errors(void) {
+  int comm = MPI_Comm_c2f(MPI_COMM_WORLD);
+  dds_options o;
+  dds_store *s = NULL;
+  EXPECT_ERR(dds_options_init(NULL), DDS_ERR_INVALID_ARGUMENT, "options is NULL");
+  CHECK(dds_options_init(&o));
+  EXPECT_ERR(dds_create(comm, &o, NULL), DDS_ERR_INVALID_ARGUMENT, "out");
+  o.struct_size = 0;
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "struct_size");
+  CHECK(dds_options_init(&o));
+  o.method = 7;
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "method 7");
+  CHECK(dds_options_init(&o));
+  o.width = -1;
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "width -1");
+  CHECK(dds_options_init(&o));
+  o.role = 5;
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "role 5");
+  /* Only the last rank passes a bad method: every rank fails, naming it. */
+  CHECK(dds_options_init(&o));
+  if (t_rank == t_size - 1) o.method = 9;
+  char who[32];
+  snprintf(who, sizeof who, "rank %d: method 9", t_size - 1);
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, who);
+  /* Options that are valid everywhere but differ across ranks. */
+  if (t_size > 1) {
+    CHECK(dds_options_init(&o));
+    o.width = t_rank == 0 ? 1 : 2;
+    EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "width differs across ranks");
+    setenv("DDSTORE_ALLTOALL_MAX_BYTES", t_rank == 0 ? "4096" : "8192", 1);
+    EXPECT_ERR(dds_create(comm, NULL, &s), DDS_ERR_INVALID_ARGUMENT, "DDSTORE_ALLTOALL_MAX_BYTES differs");
+  }
+  setenv("DDSTORE_ALLTOALL_MAX_BYTES", "lots", 1);
+  EXPECT_ERR(dds_create(comm, NULL, &s), DDS_ERR_INVALID_ARGUMENT, "DDSTORE_ALLTOALL_MAX_BYTES=\"lots\"");
+  unsetenv("DDSTORE_ALLTOALL_MAX_BYTES");
+  EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_NULL), NULL, &s), DDS_ERR_INVALID_ARGUMENT, "MPI_COMM_NULL");
+  EXPECT(s == NULL); /* outputs are written only on success */
+  EXPECT(dds_destroy(NULL) == DDS_OK);
+}
+
+static void handle_errors(void) {
+  double row[4];
+  dds_store *bogus = (dds_store *)(uintptr_t)0x12345670;
+  EXPECT_ERR(dds_get(bogus, "v", row, sizeof row, 0, 1), DDS_ERR_BAD_STATE, "not a live store");
+  EXPECT_ERR(dds_get(NULL, "v", row, sizeof row, 0, 1), DDS_ERR_INVALID_ARGUMENT, "store handle is NULL");
+  EXPECT_ERR(dds_epoch_begin(bogus), DDS_ERR_BAD_STATE, "not a live store");
+  EXPECT_ERR(dds_destroy(bogus), DDS_ERR_BAD_STATE, "not a live store");
+  /* Use after destroy and destroy twice. */
+  dds_store *s = make_store();
+  CHECK(dds_destroy(s));
+  EXPECT_ERR(dds_get(s, "v", row, sizeof row, 0, 1), DDS_ERR_BAD_STATE, "not a live store");
+  EXPECT_ERR(dds_update(s, "v", row, sizeof row, 0), DDS_ERR_BAD_STATE, "not a live store");
+  EXPECT_ERR(dds_destroy(s), DDS_ERR_BAD_STATE, "destroyed twice");
+  EXPECT(strcmp(dds_status_string(DDS_ERR_MISMATCH), "DDS_ERR_MISMATCH") == 0);
+  EXPECT(strcmp(dds_status_string(999), "DDS_ERR_UNKNOWN_STATUS") == 0);
+}
+
+static void register_errors(dds_store *s) {
+  double buf[4 * 4];
+  char longname[300];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  EXPECT_ERR(dds_init(s, NULL, 4, 4, 8), DDS_ERR_INVALID_ARGUMENT, "name is NULL");
+  EXPECT_ERR(dds_init(s, "", 4, 4, 8), DDS_ERR_INVALID_ARGUMENT, "empty");
+  EXPECT_ERR(dds_init(s, longname, 4, 4, 8), DDS_ERR_INVALID_ARGUMENT, "longer than 255");
+  EXPECT_ERR(dds_init(s, "bad\xff\xfe", 4, 4, 8), DDS_ERR_INVALID_ARGUMENT, "UTF-8");
+  EXPECT_ERR(dds_init(s, "w", -1, 4, 8), DDS_ERR_INVALID_ARGUMENT, "row count -1 is negative");
+  EXPECT_ERR(dds_init(s, "w", 4, 0, 8), DDS_ERR_INVALID_ARGUMENT, "elements per row must be positive");
+  EXPECT_ERR(dds_init(s, "w", 4, -3, 8), DDS_ERR_INVALID_ARGUMENT, "got -3");
+  EXPECT_ERR(dds_init(s, "w", 4, 4, 3), DDS_ERR_INVALID_ARGUMENT, "item size 3");
+  EXPECT_ERR(dds_init(s, "w", 4, 4, 0), DDS_ERR_INVALID_ARGUMENT, "item size 0");
+  EXPECT_ERR(dds_init(s, "w", 4, 4, 16), DDS_ERR_INVALID_ARGUMENT, "item size 16");
+  EXPECT_ERR(dds_init(s, "w", INT64_MAX / 2, 8, 8), DDS_ERR_INVALID_ARGUMENT, "overflows");
+  EXPECT_ERR(dds_init(s, "w", 1, INT64_MAX, 8), DDS_ERR_INVALID_ARGUMENT, "overflows 64 bits");
+  EXPECT_ERR(dds_init(s, "v", 4, 4, 8), DDS_ERR_DUPLICATE_VARIABLE, "'v' already exists");
+  EXPECT_ERR(dds_add(s, "w", buf, sizeof buf - 8, 4, 4, 8), DDS_ERR_MISMATCH, "data_bytes is 120");
+  EXPECT_ERR(dds_add(s, "w", NULL, sizeof buf, 4, 4, 8), DDS_ERR_INVALID_ARGUMENT, "data is NULL");
+  /* One bad rank fails the collective everywhere, naming that rank. */
+  char who[64];
+  snprintf(who, sizeof who, "rank %d: variable 'w': item size 5", t_size - 1);
+  EXPECT_ERR(dds_init(s, "w", 4, 4, t_rank == t_size - 1 ? 5 : 8), DDS_ERR_INVALID_ARGUMENT, who);
+  if (t_size > 1) {
+    EXPECT_ERR(dds_init(s, "w", 4, t_rank == 1 ? 3 : 2, 8), DDS_ERR_MISMATCH, "rank 1 has rows of 3 elements");
+    EXPECT_ERR(dds_init(s, t_rank == 0 ? "w0" : "w1", 4, 2, 8), DDS_ERR_INVALID_ARGUMENT, "different variable names");
+  }
+  /* The failed registrations left nothing behind: "w" is still free. */
+  CHECK(dds_init(s, "w", 1, 1, 1));
+}
+
+static void read_errors(dds_store *s) {
+  double row[4], two[8];
+  const size_t rb = sizeof row;
+  int64_t n = total_rows();
+  EXPECT_ERR(dds_get(s, "nope", row, rb, 0, 1), DDS_ERR_UNKNOWN_VARIABLE, "no variable named 'nope'");
+  EXPECT_ERR(dds_get(s, "v", row, rb, -1, 1), DDS_ERR_INDEX_OUT_OF_RANGE, "global row -1 is out of range");
+  char range[64];
+  snprintf(range, sizeof range, "global row %lld is out of range [0, %lld)", (long long)n, (long long)n);
+  EXPECT_ERR(dds_get(s, "v", row, rb, n, 1), DDS_ERR_INDEX_OUT_OF_RANGE, range);
+  EXPECT_ERR(dds_get(s, "v", row, rb, INT64_MAX, 1), DDS_ERR_INDEX_OUT_OF_RANGE, "out of range");
+  EXPECT_ERR(dds_get(s, "v", row, rb - 1, 0, 1), DDS_ERR_MISMATCH, "destination of 31 bytes");
+  EXPECT_ERR(dds_get(s, "v", two, rb + 8, 0, 1), DDS_ERR_MISMATCH, "need 32 bytes");
+  EXPECT_ERR(dds_get(s, "v", two, 2 * rb, 3, 2), DDS_ERR_INVALID_ARGUMENT, "cross the end of rank 0's shard");
+  EXPECT_ERR(dds_get(s, "v", row, rb, 0, -2), DDS_ERR_INVALID_ARGUMENT, "count -2 is negative");
+  EXPECT_ERR(dds_get(s, "v", NULL, rb, 0, 1), DDS_ERR_INVALID_ARGUMENT, "dst is NULL");
+  EXPECT_ERR(dds_get(s, NULL, row, rb, 0, 1), DDS_ERR_INVALID_ARGUMENT, "name is NULL");
+  /* Updates are local and bounds-checked. */
+  EXPECT_ERR(dds_update(s, "v", two, 2 * rb, 3), DDS_ERR_INDEX_OUT_OF_RANGE, "rows [3, 5) of 'v' are outside");
+  EXPECT_ERR(dds_update(s, "v", row, rb, -1), DDS_ERR_INDEX_OUT_OF_RANGE, "outside this rank's shard of 4 rows");
+  EXPECT_ERR(dds_update(s, "v", row, rb - 4, 0), DDS_ERR_MISMATCH, "not a whole number of 32-byte rows");
+  EXPECT_ERR(dds_update(s, "nope", row, rb, 0), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
+  EXPECT_ERR(dds_update(s, "v", NULL, rb, 0), DDS_ERR_INVALID_ARGUMENT, "data is NULL");
+}
+
+static void batch_errors(dds_store *s) {
+  double two[8];
+  const size_t rb = 4 * sizeof(double);
+  int64_t n = total_rows(), idx[2] = {0, n - 1};
+  char who[96];
+  /* An index out of range on the last rank only: all ranks fail together. */
+  int64_t bad[2] = {0, t_rank == t_size - 1 ? n + 5 : 1};
+  snprintf(who, sizeof who, "rank %d: index 1 of its batch, global row %lld, is out of range", t_size - 1,
+           (long long)(n + 5));
+  EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, bad, 2), DDS_ERR_INDEX_OUT_OF_RANGE, who);
+  int64_t neg[1] = {-1};
+  EXPECT_ERR(dds_get_batch(s, "v", two, rb, neg, 1), DDS_ERR_INDEX_OUT_OF_RANGE, "global row -1");
+  /* A destination of the wrong size on rank 0 only. */
+  EXPECT_ERR(dds_get_batch(s, "v", two, t_rank == 0 ? rb : 2 * rb, idx, 2), DDS_ERR_MISMATCH,
+             "rank 0: destination of 32 bytes");
+  EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb + 8, idx, 2), DDS_ERR_MISMATCH, "need 64 bytes");
+  EXPECT_ERR(dds_get_batch(s, "nope", two, 2 * rb, idx, 2), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
+  EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, idx, -1), DDS_ERR_INVALID_ARGUMENT, "n -1 is negative");
+  EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, NULL, 2), DDS_ERR_INVALID_ARGUMENT, "indices is NULL");
+  EXPECT_ERR(dds_get_batch(s, "v", NULL, 2 * rb, idx, 2), DDS_ERR_INVALID_ARGUMENT, "dst is NULL");
+  if (t_size > 1) /* ranks naming different variables */
+    EXPECT_ERR(dds_get_batch(s, t_rank == 0 ? "v" : "w", two, t_rank == 0 ? 2 * rb : 2, idx, 2),
+               DDS_ERR_INVALID_ARGUMENT, "different variables");
+}
+
+static void state_errors(dds_store *s) {
+  double buf[4 * 4];
+  EXPECT_ERR(dds_epoch_end(s), DDS_ERR_BAD_STATE, "no epoch is open");
+  CHECK(dds_epoch_begin(s));
+  EXPECT_ERR(dds_epoch_begin(s), DDS_ERR_BAD_STATE, "already open");
+  CHECK(dds_epoch_end(s));
+  EXPECT_ERR(dds_join(s, "v"), DDS_ERR_BAD_STATE, "only valid for method-2 extra members");
+  /* Registered destinations. */
+  EXPECT_ERR(dds_register_recv(s, "v", NULL, 64), DDS_ERR_INVALID_ARGUMENT, "buf is NULL");
+  EXPECT_ERR(dds_register_recv(s, "nope", buf, 64), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
+  CHECK(dds_register_recv(s, "v", buf, 64));
+  CHECK(dds_register_recv(s, "v", buf, 64)); /* identical: no-op */
+  EXPECT_ERR(dds_register_recv(s, "v", buf + 4, 64), DDS_ERR_INVALID_ARGUMENT, "overlaps");
+  CHECK(dds_register_recv(s, "v", buf + 8, 64)); /* adjacent: fine */
+  double got[4];
+  CHECK(dds_get(s, "v", buf + 8, 32, 1, 1)); /* a read into a registered slice */
+  memcpy(got, buf + 8, sizeof got);
+  EXPECT(t_rows_ok(got, 1, ELEMS, 8, 1, NULL, 1));
+  CHECK(dds_unregister_recv(s, "v", buf));
+  EXPECT_ERR(dds_unregister_recv(s, "v", buf), DDS_ERR_INVALID_ARGUMENT, "is not registered for 'v'");
+  EXPECT_ERR(dds_unregister_recv(s, "v", buf + 1), DDS_ERR_INVALID_ARGUMENT, "not registered");
+  CHECK(dds_unregister_recv(s, "v", buf + 8));
+  /* Output structs must be sized by the caller. */
+  dds_var_info info = {.struct_size = 0};
+  dds_counters c = {.struct_size = 0};
+  EXPECT_ERR(dds_info(s, "v", &info), DDS_ERR_INVALID_ARGUMENT, "dds_var_info.struct_size is 0");
+  EXPECT_ERR(dds_info(s, "v", NULL), DDS_ERR_INVALID_ARGUMENT, "out is NULL");
+  EXPECT_ERR(dds_profile(s, "v", &c), DDS_ERR_INVALID_ARGUMENT, "dds_counters.struct_size");
+  info.struct_size = sizeof info;
+  EXPECT_ERR(dds_info(s, "nope", &info), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
+  /* Messages name the function. */
+  dds_get(s, "nope", buf, 32, 0, 1);
+  EXPECT(strncmp(dds_last_error(), "dds_get: ", 9) == 0);
+}
+
+int main(int argc, char **argv) {
+  t_init(&argc, &argv);
+  create_errors();
+  handle_errors();
+  dds_store *s = make_store();
+  register_errors(s);
+  expect_intact(s);
+  read_errors(s);
+  expect_intact(s);
+  batch_errors(s);
+  expect_intact(s);
+  state_errors(s);
+  expect_intact(s);
+  CHECK(dds_destroy(s));
+  return t_finish("test_errors");
+}

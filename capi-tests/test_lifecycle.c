@@ -1,0 +1,63 @@
+/* Store lifetime: 100 stores created and destroyed leave resident memory
+ * where it was (dds_destroy frees everything the store allocated), and after
+ * MPI_Finalize every call but dds_destroy is refused while dds_destroy still
+ * releases local memory. */
+#include "common.h"
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib;
+}
+
+int main(int argc, char **argv) {
+  t_init(&argc, &argv);
+  enum { ROWS = 1024, ELEMS = 512 }; /* 4 MiB of float per rank and store */
+  float *data = malloc(sizeof(float) * ROWS * ELEMS);
+  t_fill(data, ROWS, ELEMS, 4, 2, (int64_t)t_rank * ROWS);
+
+  long before = 0;
+  for (int i = 0; i < 100; i++) {
+    dds_store *s = t_store(DDS_METHOD_MPI, 0);
+    CHECK(dds_add(s, "x", data, sizeof(float) * ROWS * ELEMS, ROWS, ELEMS, 4));
+    CHECK(dds_init(s, "y", ROWS, ELEMS, 4));
+    float row[ELEMS];
+    int64_t g = ((int64_t)t_rank * ROWS + ROWS * t_size - 1) % ((int64_t)ROWS * t_size);
+    CHECK(dds_get_batch(s, "x", row, sizeof row, &g, 1));
+    EXPECT(t_rows_ok(row, 1, ELEMS, 4, 2, &g, 0));
+    CHECK(dds_destroy(s));
+    if (i == 9) before = rss_kib(); /* after warm-up (MPI's own pools) */
+  }
+  long after = rss_kib();
+  /* 90 more stores of 8 MiB each: a leak of one shard per store is 720 MiB. */
+  if (t_rank == 0) printf("RSS after 10 stores: %ld KiB, after 100: %ld KiB\n", before, after);
+  EXPECT(after - before < 16 * 1024);
+
+  /* A store that outlives MPI. */
+  dds_store *s = t_store(DDS_METHOD_MPI, 0);
+  CHECK(dds_add(s, "x", data, sizeof(float) * ROWS * ELEMS, ROWS, ELEMS, 4));
+  free(data);
+  int sums[2] = {t_passed, t_failed}, tot[2];
+  MPI_Allreduce(sums, tot, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+
+  float row[ELEMS];
+  int64_t g = 0;
+  EXPECT_ERR(dds_get(s, "x", row, sizeof row, 0, 1), DDS_ERR_BAD_STATE, "MPI has been finalized");
+  EXPECT_ERR(dds_get_batch(s, "x", row, sizeof row, &g, 1), DDS_ERR_BAD_STATE, "finalized");
+  EXPECT_ERR(dds_init(s, "z", 1, 1, 1), DDS_ERR_BAD_STATE, "finalized");
+  EXPECT_ERR(dds_epoch_begin(s), DDS_ERR_BAD_STATE, "finalized");
+  dds_store *t = NULL;
+  EXPECT_ERR(dds_create(0, NULL, &t), DDS_ERR_BAD_STATE, "MPI has been finalized");
+  EXPECT(dds_destroy(s) == DDS_OK);
+  EXPECT_ERR(dds_destroy(s), DDS_ERR_BAD_STATE, "destroyed twice");
+  /* No MPI any more: each rank reports its own post-finalize checks. */
+  printf("test_lifecycle rank %d after MPI_Finalize: %d passed, %d failed\n", t_rank,
+         t_passed - sums[0], t_failed - sums[1]);
+  if (t_rank == 0) printf("test_lifecycle on %d ranks before finalize: %d passed, %d failed\n", t_size, tot[0], tot[1]);
+  return (tot[1] || t_failed != sums[1]) ? 1 : 0;
+}
