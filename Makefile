@@ -48,10 +48,7 @@ install: build
 	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@STATIC_LIBS@|$(STATIC_LIBS)|g' cmake/ddstore.pc.in > $(PREFIX)/lib/pkgconfig/ddstore.pc
 
 # The C/C++/Fortran tests are a separate CMake project that find_package()s
-# the installed library, as a user's project would.
-$(BUILD)/capi-tests/Makefile: install-test-prefix
-	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
-
+# the installed library (in build/prefix), as a user's project would.
 .PHONY: install-test-prefix
 install-test-prefix:
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
@@ -63,6 +60,7 @@ test-c: install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
+	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
 
 test: deps
 	$(MAKE) --no-print-directory test-rust
