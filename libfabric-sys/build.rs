@@ -1,7 +1,8 @@
 //! Finds libfabric, compiles the C shim and generates the bindings.
 //!
 //! Lookup order: pkg-config (`libfabric.pc`; set `LIBFABRIC_NO_PKG_CONFIG=1`
-//! to skip it), then `$LIBFABRIC_DIR/{include,lib,lib64}`, then `/usr`.
+//! to skip it), then `$LIBFABRIC_DIR` (include/ and lib64/, lib/ or
+//! lib/<arch>-linux-gnu/), then `/usr`.
 
 use bindgen::callbacks::{IntKind, ParseCallbacks};
 use std::env;
@@ -10,8 +11,9 @@ use std::path::{Path, PathBuf};
 /// Gives `#define` constants the Rust type of the C field they go into, instead
 /// of bindgen's "smallest that fits" guess (which made FI_RMA a u32 but
 /// FI_SOURCE a u64): capability/mode/flag/order bits are `uint64_t` in the API,
-/// `FI_MR_*` bits go into `int mr_mode`. Error numbers, versions, log levels
-/// and offsets keep bindgen's default.
+/// `FI_MR_*` mode bits go into `int mr_mode` (but FI_MR_DMABUF and the like are
+/// 64-bit registration flags). Error numbers, versions, log levels and offsets
+/// keep bindgen's default.
 #[derive(Debug)]
 struct MacroTypes;
 
@@ -26,7 +28,7 @@ impl ParseCallbacks for MacroTypes {
             || name.starts_with("FI_PROV_SPECIFIC");
         if keep_default {
             None
-        } else if name.starts_with("FI_MR_") {
+        } else if name.starts_with("FI_MR_") && value <= i64::from(i32::MAX) {
             Some(IntKind::Int)
         } else {
             Some(IntKind::U64)
@@ -42,11 +44,17 @@ struct Libfabric {
 }
 
 fn from_prefix(prefix: &Path, how: &str) -> Libfabric {
-    let lib_dirs = ["lib64", "lib"]
-        .iter()
-        .map(|d| prefix.join(d))
-        .filter(|d| d.is_dir())
-        .collect();
+    // lib64 (RPM, HPE/Cray), lib, and Debian's multiarch lib/<arch>-linux-gnu.
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let lib_dirs = [
+        "lib64".to_string(),
+        "lib".to_string(),
+        format!("lib/{arch}-linux-gnu"),
+    ]
+    .iter()
+    .map(|d| prefix.join(d))
+    .filter(|d| d.is_dir())
+    .collect();
     Libfabric {
         include_dirs: vec![prefix.join("include")],
         lib_dirs,
@@ -68,6 +76,7 @@ fn locate() -> Libfabric {
                 how: format!("pkg-config, libfabric {}", lib.version),
             }
         }
+        Err(_) if env::var_os("LIBFABRIC_NO_PKG_CONFIG").is_some() => {}
         Err(e) => println!("cargo:warning=libfabric not found by pkg-config ({e}); trying LIBFABRIC_DIR, then /usr"),
     }
     if let Some(dir) = env::var_os("LIBFABRIC_DIR") {
@@ -75,7 +84,10 @@ fn locate() -> Libfabric {
         if dir.join("include/rdma/fabric.h").is_file() {
             return from_prefix(&dir, "LIBFABRIC_DIR");
         }
-        println!("cargo:warning=LIBFABRIC_DIR={} has no include/rdma/fabric.h", dir.display());
+        println!(
+            "cargo:warning=LIBFABRIC_DIR={} has no include/rdma/fabric.h",
+            dir.display()
+        );
     }
     if Path::new("/usr/include/rdma/fabric.h").is_file() {
         return from_prefix(Path::new("/usr"), "default prefix");
@@ -99,7 +111,11 @@ fn main() {
 
     // 1. The shim: real symbols for the static inline API.
     let mut cc = cc::Build::new();
-    cc.file(shim_dir.join("fi_shim.c")).include(&shim_dir).warnings(true);
+    cc.file(shim_dir.join("fi_shim.c"))
+        .include(&shim_dir)
+        .warnings(true);
+    // The shim wraps calls that 2.x headers mark deprecated (fi_wait); that is intended.
+    cc.flag_if_supported("-Wno-deprecated-declarations");
     for dir in &fabric.include_dirs {
         cc.include(dir);
     }
@@ -113,8 +129,15 @@ fn main() {
         println!("cargo:rustc-link-lib={lib}");
     }
     // Exposed to dependents as DEP_FABRIC_INCLUDE (`links = "fabric"`).
-    let includes: Vec<String> = fabric.include_dirs.iter().map(|d| d.display().to_string()).collect();
-    println!("cargo:include={}", env::join_paths(&includes).unwrap().to_string_lossy());
+    let includes: Vec<String> = fabric
+        .include_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    println!(
+        "cargo:include={}",
+        env::join_paths(&includes).unwrap().to_string_lossy()
+    );
 
     // 3. Bindings for the types, constants and exported functions.
     let mut builder = bindgen::Builder::default()

@@ -38,23 +38,28 @@ char *ddsfi_tostr(const void *data, enum fi_type datatype) { return fi_tostr(dat
 /*
  * Constants. The address/key sentinels are `((uint64_t) -1)` macros, which
  * bindgen skips because of the cast. FI_MR_BASIC/FI_MR_SCALABLE are enum
- * values in 1.x and gone in 2.x, so they read as 0 where absent.
+ * values in 1.x; 2.x headers deprecate them (a macro that warns on use) or
+ * drop them, and they have no meaning for API >= 1.5, so they read as 0 there.
  */
 uint64_t ddsfi_addr_unspec(void) { return FI_ADDR_UNSPEC; }
 uint64_t ddsfi_addr_notavail(void) { return FI_ADDR_NOTAVAIL; }
 uint64_t ddsfi_key_notavail(void) { return FI_KEY_NOTAVAIL; }
 
-#if FI_MAJOR_VERSION < 2 || defined(FI_MR_BASIC)
+#if FI_MAJOR_VERSION < 2
 int ddsfi_mr_basic(void) { return FI_MR_BASIC; }
-#else
-int ddsfi_mr_basic(void) { return 0; }
-#endif
-
-#if FI_MAJOR_VERSION < 2 || defined(FI_MR_SCALABLE)
 int ddsfi_mr_scalable(void) { return FI_MR_SCALABLE; }
 #else
+int ddsfi_mr_basic(void) { return 0; }
 int ddsfi_mr_scalable(void) { return 0; }
 #endif
+
+/*
+ * fi_domain_attr.data_progress became a member of an anonymous union (with
+ * `progress`) in 2.x, so the Rust field path differs between versions; in C
+ * the name is the same for both.
+ */
+int ddsfi_domain_progress(const struct fi_domain_attr *attr) { return attr->data_progress; }
+void ddsfi_set_domain_progress(struct fi_domain_attr *attr, int progress) { attr->data_progress = progress; }
 
 /*
  * Object lifetime and control: fi_fabric is exported; the rest are static

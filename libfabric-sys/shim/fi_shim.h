@@ -39,6 +39,10 @@ uint64_t ddsfi_key_notavail(void);
 int ddsfi_mr_basic(void);
 int ddsfi_mr_scalable(void);
 
+/* Struct fields whose C path differs between 1.x and 2.x. */
+int ddsfi_domain_progress(const struct fi_domain_attr *attr);
+void ddsfi_set_domain_progress(struct fi_domain_attr *attr, int progress);
+
 /* Object lifetime and generic control. */
 int ddsfi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		 void *context);

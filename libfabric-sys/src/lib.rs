@@ -11,7 +11,12 @@
 //!
 //! Return conventions are libfabric's: `0`/count on success, `-FI_E*` on error.
 
-#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 #![allow(clippy::all)]
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
@@ -49,22 +54,46 @@ extern "C" {
     pub fn ddsfi_addr_unspec() -> fi_addr_t;
     pub fn ddsfi_addr_notavail() -> fi_addr_t;
     pub fn ddsfi_key_notavail() -> u64;
-    /// `FI_MR_BASIC`, or 0 with headers that no longer define it (2.x).
+    /// `FI_MR_BASIC` with 1.x headers; 0 with 2.x headers (deprecated or removed there).
     pub fn ddsfi_mr_basic() -> c_int;
-    /// `FI_MR_SCALABLE`, or 0 with headers that no longer define it (2.x).
+    /// `FI_MR_SCALABLE` with 1.x headers; 0 with 2.x headers.
     pub fn ddsfi_mr_scalable() -> c_int;
 
+    // Struct fields whose Rust path differs between 1.x and 2.x headers.
+    /// `attr->data_progress` (an anonymous union member in 2.x); an `fi_progress` value.
+    pub fn ddsfi_domain_progress(attr: *const fi_domain_attr) -> c_int;
+    pub fn ddsfi_set_domain_progress(attr: *mut fi_domain_attr, progress: c_int);
+
     // Object lifetime and control.
-    pub fn ddsfi_fabric(attr: *mut fi_fabric_attr, fabric: *mut *mut fid_fabric, context: *mut c_void) -> c_int;
+    pub fn ddsfi_fabric(
+        attr: *mut fi_fabric_attr,
+        fabric: *mut *mut fid_fabric,
+        context: *mut c_void,
+    ) -> c_int;
     pub fn ddsfi_domain(
         fabric: *mut fid_fabric,
         info: *mut fi_info,
         domain: *mut *mut fid_domain,
         context: *mut c_void,
     ) -> c_int;
-    pub fn ddsfi_endpoint(domain: *mut fid_domain, info: *mut fi_info, ep: *mut *mut fid_ep, context: *mut c_void) -> c_int;
-    pub fn ddsfi_av_open(domain: *mut fid_domain, attr: *mut fi_av_attr, av: *mut *mut fid_av, context: *mut c_void) -> c_int;
-    pub fn ddsfi_cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr, cq: *mut *mut fid_cq, context: *mut c_void) -> c_int;
+    pub fn ddsfi_endpoint(
+        domain: *mut fid_domain,
+        info: *mut fi_info,
+        ep: *mut *mut fid_ep,
+        context: *mut c_void,
+    ) -> c_int;
+    pub fn ddsfi_av_open(
+        domain: *mut fid_domain,
+        attr: *mut fi_av_attr,
+        av: *mut *mut fid_av,
+        context: *mut c_void,
+    ) -> c_int;
+    pub fn ddsfi_cq_open(
+        domain: *mut fid_domain,
+        attr: *mut fi_cq_attr,
+        cq: *mut *mut fid_cq,
+        context: *mut c_void,
+    ) -> c_int;
     pub fn ddsfi_cntr_open(
         domain: *mut fid_domain,
         attr: *mut fi_cntr_attr,
@@ -76,8 +105,20 @@ extern "C" {
     pub fn ddsfi_enable(ep: *mut fid_ep) -> c_int;
     pub fn ddsfi_close(fid: *mut fid) -> c_int;
     pub fn ddsfi_control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int;
-    pub fn ddsfi_getopt(fid: *mut fid, level: c_int, optname: c_int, optval: *mut c_void, optlen: *mut usize) -> c_int;
-    pub fn ddsfi_setopt(fid: *mut fid, level: c_int, optname: c_int, optval: *const c_void, optlen: usize) -> c_int;
+    pub fn ddsfi_getopt(
+        fid: *mut fid,
+        level: c_int,
+        optname: c_int,
+        optval: *mut c_void,
+        optlen: *mut usize,
+    ) -> c_int;
+    pub fn ddsfi_setopt(
+        fid: *mut fid,
+        level: c_int,
+        optname: c_int,
+        optval: *const c_void,
+        optlen: usize,
+    ) -> c_int;
 
     // Addressing.
     pub fn ddsfi_getname(fid: *mut fid, addr: *mut c_void, addrlen: *mut usize) -> c_int;
@@ -89,8 +130,18 @@ extern "C" {
         flags: u64,
         context: *mut c_void,
     ) -> c_int;
-    pub fn ddsfi_av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int;
-    pub fn ddsfi_av_straddr(av: *mut fid_av, addr: *const c_void, buf: *mut c_char, len: *mut usize) -> *const c_char;
+    pub fn ddsfi_av_remove(
+        av: *mut fid_av,
+        fi_addr: *mut fi_addr_t,
+        count: usize,
+        flags: u64,
+    ) -> c_int;
+    pub fn ddsfi_av_straddr(
+        av: *mut fid_av,
+        addr: *const c_void,
+        buf: *mut c_char,
+        len: *mut usize,
+    ) -> *const c_char;
 
     // Memory registration.
     pub fn ddsfi_mr_reg(
@@ -104,7 +155,12 @@ extern "C" {
         mr: *mut *mut fid_mr,
         context: *mut c_void,
     ) -> c_int;
-    pub fn ddsfi_mr_regattr(domain: *mut fid_domain, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int;
+    pub fn ddsfi_mr_regattr(
+        domain: *mut fid_domain,
+        attr: *const fi_mr_attr,
+        flags: u64,
+        mr: *mut *mut fid_mr,
+    ) -> c_int;
     pub fn ddsfi_mr_bind(mr: *mut fid_mr, bfid: *mut fid, flags: u64) -> c_int;
     pub fn ddsfi_mr_enable(mr: *mut fid_mr) -> c_int;
     pub fn ddsfi_mr_key(mr: *mut fid_mr) -> u64;
@@ -138,7 +194,13 @@ extern "C" {
     pub fn ddsfi_cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flags: u64) -> isize;
     /// Blocking read; needs a CQ opened with a wait object (not `FI_WAIT_NONE`).
     /// `timeout` in milliseconds, -1 for infinite; `-FI_EAGAIN` on timeout.
-    pub fn ddsfi_cq_sread(cq: *mut fid_cq, buf: *mut c_void, count: usize, cond: *const c_void, timeout: c_int) -> isize;
+    pub fn ddsfi_cq_sread(
+        cq: *mut fid_cq,
+        buf: *mut c_void,
+        count: usize,
+        cond: *const c_void,
+        timeout: c_int,
+    ) -> isize;
     pub fn ddsfi_cq_strerror(
         cq: *mut fid_cq,
         prov_errno: c_int,

@@ -16,7 +16,14 @@ use std::time::{Duration, Instant};
 const SRC_LEN: usize = 64 * 1024;
 const LIMIT: Duration = Duration::from_secs(10);
 /// (offset in A's buffer, length): includes 1 byte, 4 KiB and 60000 bytes.
-const PIECES: [(usize, usize); 6] = [(0, 1), (100, 4096), (5000, 60000), (SRC_LEN - 1, 1), (0, SRC_LEN), (777, 12345)];
+const PIECES: [(usize, usize); 6] = [
+    (0, 1),
+    (100, 4096),
+    (5000, 60000),
+    (SRC_LEN - 1, 1),
+    (0, SRC_LEN),
+    (777, 12345),
+];
 
 /// Keeps the two provider tests from running at the same time (readable
 /// output, timings not disturbed by the other test on 2 cores).
@@ -40,16 +47,37 @@ struct Side {
 
 impl Side {
     unsafe fn open(domain: *mut fid_domain, fi: *mut fi_info, cq_wait: fi_wait_obj) -> Side {
-        let mut cq_attr = fi_cq_attr { size: 128, format: FI_CQ_FORMAT_CONTEXT, wait_obj: cq_wait, ..Default::default() };
+        let mut cq_attr = fi_cq_attr {
+            size: 128,
+            format: FI_CQ_FORMAT_CONTEXT,
+            wait_obj: cq_wait,
+            ..Default::default()
+        };
         let mut cq = ptr::null_mut();
-        check!(ddsfi_cq_open(domain, &mut cq_attr, &mut cq, ptr::null_mut()), "fi_cq_open");
-        let mut av_attr = fi_av_attr { type_: FI_AV_TABLE, count: 4, ..Default::default() };
+        check!(
+            ddsfi_cq_open(domain, &mut cq_attr, &mut cq, ptr::null_mut()),
+            "fi_cq_open"
+        );
+        let mut av_attr = fi_av_attr {
+            type_: FI_AV_TABLE,
+            count: 4,
+            ..Default::default()
+        };
         let mut av = ptr::null_mut();
-        check!(ddsfi_av_open(domain, &mut av_attr, &mut av, ptr::null_mut()), "fi_av_open");
+        check!(
+            ddsfi_av_open(domain, &mut av_attr, &mut av, ptr::null_mut()),
+            "fi_av_open"
+        );
         let mut ep = ptr::null_mut();
-        check!(ddsfi_endpoint(domain, fi, &mut ep, ptr::null_mut()), "fi_endpoint");
+        check!(
+            ddsfi_endpoint(domain, fi, &mut ep, ptr::null_mut()),
+            "fi_endpoint"
+        );
         check!(ddsfi_ep_bind(ep, as_fid(av), 0), "fi_ep_bind(av)");
-        check!(ddsfi_ep_bind(ep, as_fid(cq), FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+        check!(
+            ddsfi_ep_bind(ep, as_fid(cq), FI_TRANSMIT | FI_RECV),
+            "fi_ep_bind(cq)"
+        );
         check!(ddsfi_enable(ep), "fi_enable");
         Side { ep, cq, av }
     }
@@ -69,7 +97,17 @@ impl Side {
 
     unsafe fn insert(&self, name: &[u8]) -> fi_addr_t {
         let mut addr: fi_addr_t = addr_unspec();
-        let n = check!(ddsfi_av_insert(self.av, name.as_ptr().cast(), 1, &mut addr, 0, ptr::null_mut()), "fi_av_insert");
+        let n = check!(
+            ddsfi_av_insert(
+                self.av,
+                name.as_ptr().cast(),
+                1,
+                &mut addr,
+                0,
+                ptr::null_mut()
+            ),
+            "fi_av_insert"
+        );
         assert_eq!(n, 1, "fi_av_insert inserted {n} addresses");
         addr
     }
@@ -88,7 +126,13 @@ impl Side {
             let mut err = fi_cq_err_entry::default();
             ddsfi_cq_readerr(self.cq, &mut err, 0);
             let mut buf = [0 as std::os::raw::c_char; 256];
-            let text = ddsfi_cq_strerror(self.cq, err.prov_errno, err.err_data, buf.as_mut_ptr(), buf.len());
+            let text = ddsfi_cq_strerror(
+                self.cq,
+                err.prov_errno,
+                err.err_data,
+                buf.as_mut_ptr(),
+                buf.len(),
+            );
             panic!(
                 "{who}: completion error {} ({}), provider: {}",
                 err.err,
@@ -116,9 +160,26 @@ unsafe fn register(
     access: u64,
     wanted_key: u64,
 ) -> *mut fid_mr {
-    let key = if mr_mode & FI_MR_PROV_KEY != 0 { 0 } else { wanted_key };
+    let key = if mr_mode & FI_MR_PROV_KEY != 0 {
+        0
+    } else {
+        wanted_key
+    };
     let mut mr = ptr::null_mut();
-    check!(ddsfi_mr_reg(domain, buf.cast(), len, access, 0, key, 0, &mut mr, ptr::null_mut()), "fi_mr_reg");
+    check!(
+        ddsfi_mr_reg(
+            domain,
+            buf.cast(),
+            len,
+            access,
+            0,
+            key,
+            0,
+            &mut mr,
+            ptr::null_mut()
+        ),
+        "fi_mr_reg"
+    );
     if mr_mode & FI_MR_ENDPOINT != 0 {
         check!(ddsfi_mr_bind(mr, as_fid(ep), 0), "fi_mr_bind");
         check!(ddsfi_mr_enable(mr), "fi_mr_enable");
@@ -126,40 +187,167 @@ unsafe fn register(
     mr
 }
 
+/// B's reads of A's registered buffer, with one fi_context2 per slot.
+struct Reader<'a> {
+    prov: &'a str,
+    a: &'a Side,
+    b: &'a Side,
+    peer: fi_addr_t,
+    base: u64,
+    key: u64,
+    desc: *mut c_void,
+    ctx: Vec<fi_context2>,
+    busy: Vec<bool>,
+    deadline: Instant,
+}
+
+impl Reader<'_> {
+    fn check_deadline(&self, what: &str) {
+        if Instant::now() > self.deadline {
+            panic!("[{}] timed out after {LIMIT:?} {what}", self.prov);
+        }
+    }
+
+    /// Posts fi_read(len bytes at remote offset `off`) into `dst` using slot `slot`.
+    unsafe fn post(&mut self, slot: usize, dst: *mut u8, off: usize, len: usize) {
+        assert!(!self.busy[slot]);
+        self.busy[slot] = true;
+        let context: *mut c_void = (&mut self.ctx[slot] as *mut fi_context2).cast();
+        loop {
+            let ret = ddsfi_read(
+                self.b.ep,
+                dst.cast(),
+                len,
+                self.desc,
+                self.peer,
+                self.base + off as u64,
+                self.key,
+                context,
+            );
+            if ret == 0 {
+                return;
+            }
+            assert_eq!(
+                ret,
+                -(FI_EAGAIN as isize),
+                "[{}] fi_read(off {off}, len {len}): {}",
+                self.prov,
+                errstr(ret as i32)
+            );
+            self.reap(true);
+            self.check_deadline("posting a read");
+            std::thread::yield_now();
+        }
+    }
+
+    /// Polls B's CQ (and A's if `poll_a`); returns the number of completions.
+    unsafe fn reap(&mut self, poll_a: bool) -> usize {
+        let got = self.b.poll("B");
+        for c in &got {
+            let slot = self
+                .ctx
+                .iter()
+                .position(|x| x as *const fi_context2 as *mut c_void == *c);
+            let slot = slot.expect("completion with an unknown op_context");
+            assert!(self.busy[slot], "duplicate completion for slot {slot}");
+            self.busy[slot] = false;
+        }
+        if poll_a {
+            let extra = self.a.poll("A");
+            assert!(
+                extra.is_empty(),
+                "serving CQ reported {} unexpected completions",
+                extra.len()
+            );
+        }
+        got.len()
+    }
+
+    fn idle(&self) -> bool {
+        !self.busy.contains(&true)
+    }
+
+    /// Polls until no read is outstanding or `until` passes; true when idle.
+    unsafe fn wait(&mut self, poll_a: bool, until: Instant) -> bool {
+        while !self.idle() {
+            if Instant::now() > until {
+                return false;
+            }
+            if self.reap(poll_a) == 0 {
+                self.check_deadline("waiting for read completions");
+                std::thread::yield_now();
+            }
+        }
+        true
+    }
+
+    /// Completions within 200 ms with only B's CQ polled; then finishes with both.
+    unsafe fn probe_b_only(&mut self) -> bool {
+        let alone = self.wait(false, Instant::now() + Duration::from_millis(200));
+        self.wait(true, self.deadline);
+        alone
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 fn rma_loopback(prov: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let info = getinfo_rma(Some(prov))
-        .unwrap_or_else(|e| panic!("provider {prov} not available for RDM + RMA read: {e} ({})", errstr(e)));
-    let all = entries(info);
+    let _watchdog = Watchdog::arm(&format!("RMA loopback on {prov}"), Duration::from_secs(60));
+    let info = getinfo_rma(Some(prov)).unwrap_or_else(|e| {
+        panic!(
+            "provider {prov} not available for RDM + RMA read: {e} ({})",
+            errstr(e)
+        )
+    });
     // For tcp there is one entry per address family; any entry on `lo` works.
-    let fi = *all
-        .iter()
-        .find(|&&fi| prov != "tcp;ofi_rxm" || domain_name(fi) == "lo")
+    let fi = entries(info)
+        .into_iter()
+        .find(|&fi| prov != "tcp;ofi_rxm" || domain_name(fi) == "lo")
         .unwrap_or_else(|| panic!("{prov}: no usable fi_info entry"));
     println!("[{prov}] {}", describe(fi));
 
     unsafe {
         let mr_mode = (*(*fi).domain_attr).mr_mode;
-        let manual = (*(*fi).domain_attr).data_progress == FI_PROGRESS_MANUAL;
-        let t_setup = Instant::now();
-
+        let t = Instant::now();
         let mut fabric = ptr::null_mut();
-        check!(ddsfi_fabric((*fi).fabric_attr, &mut fabric, ptr::null_mut()), "fi_fabric");
+        check!(
+            ddsfi_fabric((*fi).fabric_attr, &mut fabric, ptr::null_mut()),
+            "fi_fabric"
+        );
         let mut domain = ptr::null_mut();
-        check!(ddsfi_domain(fabric, fi, &mut domain, ptr::null_mut()), "fi_domain");
+        check!(
+            ddsfi_domain(fabric, fi, &mut domain, ptr::null_mut()),
+            "fi_domain"
+        );
+        let t_domain = t.elapsed();
 
-        // A: serving side, polled CQ. B: reading side, CQ with a wait object
-        // so that fi_cq_sread can be exercised at the end.
+        // A serves (polled CQ); B reads (CQ with a wait object, for fi_cq_sread).
         let a = Side::open(domain, fi, FI_WAIT_NONE);
         let b = Side::open(domain, fi, FI_WAIT_UNSPEC);
-        let a_in_b = b.insert(&a.name());
-        let _b_in_a = a.insert(&b.name());
+        let t_eps = t.elapsed();
+        let peer = b.insert(&a.name());
+        a.insert(&b.name());
 
         let src: Vec<u8> = (0..SRC_LEN).map(pattern).collect();
-        let src_mr = register(domain, a.ep, mr_mode, src.as_ptr(), SRC_LEN, FI_REMOTE_READ, 1);
+        let src_mr = register(
+            domain,
+            a.ep,
+            mr_mode,
+            src.as_ptr(),
+            SRC_LEN,
+            FI_REMOTE_READ,
+            1,
+        );
         let key = ddsfi_mr_key(src_mr);
-        assert_ne!(key, key_notavail(), "fi_mr_key: FI_KEY_NOTAVAIL");
-        let base = if mr_mode & FI_MR_VIRT_ADDR != 0 { src.as_ptr() as u64 } else { 0 };
+        assert_ne!(key, key_notavail(), "fi_mr_key returned FI_KEY_NOTAVAIL");
+        let base = if mr_mode & FI_MR_VIRT_ADDR != 0 {
+            src.as_ptr() as u64
+        } else {
+            0
+        };
 
         let dst_len: usize = PIECES.iter().map(|p| p.1).sum();
         let mut dst = vec![0u8; dst_len];
@@ -170,126 +358,125 @@ fn rma_loopback(prov: &str) {
             (ptr::null_mut(), ptr::null_mut())
         };
         println!(
-            "[{prov}] setup {:.1} ms; key {key:#x}, remote base {base:#x}, local desc {}",
-            t_setup.elapsed().as_secs_f64() * 1e3,
-            if desc.is_null() { "none" } else { "yes" }
+            "[{prov}] setup: fabric+domain {:.1} ms, two endpoints {:.1} ms, total {:.1} ms; \
+             key {key:#x}, remote base {base:#x}, local desc {}",
+            ms(t_domain),
+            ms(t_eps - t_domain),
+            ms(t.elapsed()),
+            if desc.is_null() {
+                "not needed"
+            } else {
+                "registered"
+            }
         );
 
-        let mut ctx = vec![fi_context2::default(); PIECES.len()];
-        let mut done = vec![false; PIECES.len()];
-        let start = Instant::now();
-        let expired = |what: &str| {
-            if start.elapsed() > LIMIT {
-                panic!("[{prov}] timed out after {LIMIT:?} {what}");
-            }
-        };
-        // Marks completions of B; returns how many arrived.
-        let reap = |ctx: &mut Vec<fi_context2>, done: &mut Vec<bool>, poll_a: bool| -> usize {
-            let got = b.poll("B");
-            for c in &got {
-                let i = ctx.iter().position(|x| x as *const _ as *mut c_void == *c).expect("unknown op_context");
-                assert!(!done[i], "duplicate completion");
-                done[i] = true;
-            }
-            if poll_a {
-                let extra = a.poll("A");
-                assert!(extra.is_empty(), "serving CQ reported {} unexpected completions", extra.len());
-            }
-            got.len()
+        let mut rd = Reader {
+            prov,
+            a: &a,
+            b: &b,
+            peer,
+            base,
+            key,
+            desc,
+            ctx: vec![fi_context2::default(); PIECES.len()],
+            busy: vec![false; PIECES.len()],
+            deadline: Instant::now() + LIMIT,
         };
 
-        // Post every piece; dst slices are laid out back to back.
+        // 1. First read on a fresh pair (includes any connection setup).
+        let t = Instant::now();
+        rd.post(0, dst.as_mut_ptr(), PIECES[0].0, PIECES[0].1);
+        let cold_alone = rd.probe_b_only();
+        let t_first = t.elapsed();
+
+        // 2. All pieces outstanding at once; dst slices back to back.
+        let t = Instant::now();
         let mut doff = 0;
-        let mut dst_off = Vec::new();
+        for (slot, &(off, len)) in PIECES.iter().enumerate() {
+            rd.post(slot, dst.as_mut_ptr().add(doff), off, len);
+            doff += len;
+        }
+        rd.wait(true, rd.deadline);
+        let t_batch = t.elapsed();
+        let mut doff = 0;
         for (i, &(off, len)) in PIECES.iter().enumerate() {
-            dst_off.push(doff);
-            let cptr: *mut c_void = (&mut ctx[i] as *mut fi_context2).cast();
-            loop {
-                let ret = ddsfi_read(b.ep, dst.as_mut_ptr().add(doff).cast(), len, desc, a_in_b, base + off as u64, key, cptr);
-                if ret == 0 {
-                    break;
-                }
-                assert_eq!(ret, -(FI_EAGAIN as isize), "[{prov}] fi_read({off}, {len}) failed: {}", errstr(ret as i32));
-                reap(&mut ctx, &mut done, true);
-                expired("posting reads");
-                std::thread::yield_now();
+            let got = &dst[doff..doff + len];
+            if got != &src[off..off + len] {
+                let bad = got
+                    .iter()
+                    .zip(&src[off..])
+                    .position(|(x, y)| x != y)
+                    .unwrap();
+                panic!("[{prov}] piece {i} (offset {off}, len {len}) differs at byte {bad}");
             }
             doff += len;
         }
 
-        // Probe: does B make progress with only its own CQ polled? (200 ms)
-        let probe_end = Instant::now() + Duration::from_millis(200);
-        while !done.iter().all(|&d| d) && Instant::now() < probe_end {
-            if reap(&mut ctx, &mut done, false) == 0 {
-                std::thread::yield_now();
-            }
-        }
-        let alone = done.iter().filter(|&&d| d).count();
-        // Then drive both sides until everything completed.
-        while !done.iter().all(|&d| d) {
-            if reap(&mut ctx, &mut done, true) == 0 {
-                expired("waiting for read completions");
-                std::thread::yield_now();
-            }
-        }
-        let elapsed = start.elapsed();
+        // 3. Warm connection: does a read complete with only B's CQ polled?
+        dst[..4096].fill(0);
+        rd.post(0, dst.as_mut_ptr(), 100, 4096);
+        let warm_alone = rd.probe_b_only();
+        assert_eq!(&dst[..4096], &src[100..4196]);
         println!(
-            "[{prov}] {} reads ({} bytes) complete in {:.2} ms; data_progress {}; \
-             {alone}/{} completed within 200 ms with only B's CQ polled{}",
+            "[{prov}] first read {:.2} ms; {} pieces ({dst_len} bytes) in {:.2} ms; \
+             with only B's CQ polled: cold read {}, warm read {}",
+            ms(t_first),
             PIECES.len(),
-            dst_len,
-            elapsed.as_secs_f64() * 1e3,
-            if manual { "MANUAL" } else { "AUTO" },
-            PIECES.len(),
-            if alone < PIECES.len() { " -> serving CQ must be polled" } else { "" }
+            ms(t_batch),
+            if cold_alone {
+                "completed"
+            } else {
+                "stalled (serving CQ must be polled)"
+            },
+            if warm_alone {
+                "completed"
+            } else {
+                "stalled (serving CQ must be polled)"
+            },
         );
 
-        for (i, &(off, len)) in PIECES.iter().enumerate() {
-            let got = &dst[dst_off[i]..dst_off[i] + len];
-            if got != &src[off..off + len] {
-                let bad = got.iter().zip(&src[off..]).position(|(x, y)| x != y).unwrap();
-                panic!("[{prov}] piece {i} (offset {off}, len {len}) differs at byte {bad}");
-            }
-        }
-
-        // Sequential latency per size (both CQs polled), 20 rounds each.
-        for &(off, len) in &[(0usize, 1usize), (0, 4096), (0, 60000)] {
+        // 4. Sequential latency per size, both CQs polled.
+        for &len in &[1usize, 4096, 60000] {
             let t = Instant::now();
             for _ in 0..20 {
-                done.iter_mut().for_each(|d| *d = false);
-                done[1..].iter_mut().for_each(|d| *d = true);
-                let cptr: *mut c_void = (&mut ctx[0] as *mut fi_context2).cast();
-                loop {
-                    let ret = ddsfi_read(b.ep, dst.as_mut_ptr().cast(), len, desc, a_in_b, base + off as u64, key, cptr);
-                    if ret == 0 {
-                        break;
-                    }
-                    assert_eq!(ret, -(FI_EAGAIN as isize), "fi_read: {}", errstr(ret as i32));
-                    reap(&mut ctx, &mut done, true);
-                    expired("re-posting");
-                    std::thread::yield_now();
-                }
-                while !done[0] {
-                    if reap(&mut ctx, &mut done, true) == 0 {
-                        expired("timed reads");
-                        std::thread::yield_now();
-                    }
-                }
-                assert_eq!(&dst[..len], &src[off..off + len]);
+                rd.post(0, dst.as_mut_ptr(), 0, len);
+                rd.wait(true, rd.deadline);
             }
-            println!("[{prov}] read {len:>6} B: {:8.1} us avg over 20", t.elapsed().as_secs_f64() * 1e6 / 20.0);
+            assert_eq!(&dst[..len], &src[..len]);
+            println!(
+                "[{prov}] read {len:>6} B: {:8.1} us avg over 20",
+                t.elapsed().as_secs_f64() * 1e6 / 20.0
+            );
         }
 
-        // fi_cq_sread on an idle CQ with a wait object times out with -FI_EAGAIN.
-        let mut entry = fi_cq_entry::default();
-        let t = Instant::now();
-        let ret = ddsfi_cq_sread(b.cq, (&mut entry as *mut fi_cq_entry).cast(), 1, ptr::null(), 50);
-        println!("[{prov}] fi_cq_sread(idle, 50 ms) -> {ret} ({}) after {:.1} ms", errstr(ret as i32), t.elapsed().as_secs_f64() * 1e3);
-        assert!(
-            ret == -(FI_EAGAIN as isize) || ret == -(FI_ETIMEDOUT as isize),
-            "[{prov}] fi_cq_sread on an idle CQ returned {ret}"
-        );
+        // 5. fi_cq_sread on an idle CQ with a wait object times out with -FI_EAGAIN.
+        // Not on shm: in libfabric 1.17 its CQ wait object is FI_WAIT_YIELD and
+        // fi_cq_sread spins in sched_yield() past the timeout (never returns).
+        if prov == "shm" {
+            println!("[{prov}] fi_cq_sread not exercised (ignores its timeout on shm 1.17)");
+        } else {
+            let mut entry = fi_cq_entry::default();
+            let t = Instant::now();
+            let ret = ddsfi_cq_sread(
+                b.cq,
+                (&mut entry as *mut fi_cq_entry).cast(),
+                1,
+                ptr::null(),
+                50,
+            );
+            println!(
+                "[{prov}] fi_cq_sread(idle, 50 ms) -> {ret} ({}) after {:.1} ms",
+                errstr(ret as i32),
+                ms(t.elapsed())
+            );
+            assert_eq!(
+                ret,
+                -(FI_EAGAIN as isize),
+                "[{prov}] fi_cq_sread on an idle CQ"
+            );
+        }
 
+        drop(rd);
         if !dst_mr.is_null() {
             check!(ddsfi_close(as_fid(dst_mr)), "fi_close(dst mr)");
         }

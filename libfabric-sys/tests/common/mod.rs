@@ -23,13 +23,18 @@ macro_rules! check {
     ($call:expr, $what:expr) => {{
         let ret = $call;
         if (ret as i64) < 0 {
-            panic!("{} failed: {} ({})", $what, ret, libfabric_sys::errstr(ret as i32));
+            panic!(
+                "{} failed: {} ({})",
+                $what,
+                ret,
+                libfabric_sys::errstr(ret as i32)
+            );
         }
         ret
     }};
 }
 
-pub fn cstr_or<'a>(p: *const std::os::raw::c_char, empty: &'a str) -> String {
+pub fn cstr_or(p: *const std::os::raw::c_char, empty: &str) -> String {
     if p.is_null() {
         empty.to_string()
     } else {
@@ -64,7 +69,14 @@ pub fn getinfo_rma(prov: Option<&str>) -> Result<*mut fi_info, i32> {
             (*(*hints).fabric_attr).prov_name = ddsfi_strdup(c.as_ptr());
         }
         let mut info = ptr::null_mut();
-        let ret = ddsfi_getinfo(ddsfi_header_version(), ptr::null(), ptr::null(), 0, hints, &mut info);
+        let ret = ddsfi_getinfo(
+            ddsfi_header_version(),
+            ptr::null(),
+            ptr::null(),
+            0,
+            hints,
+            &mut info,
+        );
         ddsfi_freeinfo(hints);
         if ret != 0 {
             Err(ret)
@@ -107,7 +119,35 @@ pub fn describe(fi: *const fi_info) -> String {
             domain_name(fi),
             d.mr_mode,
             tostr(&d.mr_mode, FI_TYPE_MR_MODE),
-            tostr(&d.data_progress, FI_TYPE_PROGRESS),
+            tostr(&ddsfi_domain_progress(d), FI_TYPE_PROGRESS),
         )
+    }
+}
+
+/// Ends the whole test process if the guard is not dropped within `limit`:
+/// a libfabric call that blocks forever must fail the run, not hang it.
+pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+
+impl Watchdog {
+    pub fn arm(what: &str, limit: std::time::Duration) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let what = what.to_string();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!(
+                    "watchdog: {what} still running after {limit:?}; aborting the test process"
+                );
+                std::process::exit(101);
+            }
+        });
+        Watchdog(Some(tx))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
     }
 }
