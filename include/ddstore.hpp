@@ -1,0 +1,409 @@
+// libddstore C++ wrapper: header-only, C++17, over the C API of ddstore.h.
+//
+//   #include "ddstore.hpp"          // includes <mpi.h> and ddstore.h
+//   ddstore::Store store(MPI_COMM_WORLD);
+//   store.add("pressure", p.data(), n_cells, 1);
+//   store.get("pressure", row.data(), global_row, 1);
+//
+// Conventions (the same as the C API):
+//  * global row indices are 0-based int64_t; local rows (update) too;
+//  * a variable is a table of rows of `elems` elements of type T; buffers are
+//    row-major: row r starts at element r * elems;
+//  * T must be trivially copyable and 1, 2, 4 or 8 bytes, and typed reads and
+//    writes check that sizeof(T) equals the variable's item size;
+//  * every failure throws ddstore::Error, which carries the dds_status and
+//    the library's message;
+//  * collective calls (constructor, destroy, add, init, epoch_begin/end and,
+//    with method 0, get_batch) must be made by every rank of the store; they
+//    fail, and throw, on every rank together.
+//
+// Store owns its handle and is move-only; its destructor calls dds_destroy,
+// which is collective for method 0, so let every rank's Store go out of
+// scope at the same point (or call destroy() explicitly) and before
+// MPI_Finalize where possible (after it, only local memory is released).
+#ifndef DDSTORE_HPP
+#define DDSTORE_HPP
+
+#include <mpi.h>
+
+#include "ddstore.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace ddstore {
+
+// A failed libddstore call: what() is the library's message, which names the
+// function and what was wrong; status() is the dds_status.
+class Error : public std::runtime_error {
+ public:
+  Error(dds_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  dds_status status() const noexcept { return status_; }
+  // The status's name, e.g. "DDS_ERR_MISMATCH".
+  const char* status_name() const noexcept { return dds_status_string(static_cast<int32_t>(status_)); }
+
+ private:
+  dds_status status_;
+};
+
+// Options of the Store constructor; unset strings are read from the
+// environment (see dds_options in ddstore.h).
+struct Options {
+  int32_t method = DDS_METHOD_MPI;  // DDS_METHOD_MPI, DDS_METHOD_FABRIC or DDS_METHOD_SPLIT
+  int32_t role = DDS_ROLE_CORE;     // method 2: DDS_ROLE_CORE or DDS_ROLE_EXTRA
+  int32_t width = 0;                // ranks per group; 0: one group of all ranks
+  int32_t n_core = 0;               // method 2 extra members: ranks of the core job
+  std::optional<std::string> handshake_dir;
+  std::optional<std::string> fabric_provider;
+  std::optional<std::string> fabric_iface;
+  std::optional<std::string> nic_map;
+};
+
+// What Store::info returns about a variable.
+struct VarInfo {
+  int32_t item_size = 0;   // bytes per element
+  int64_t total_rows = 0;  // rows of the whole variable
+  int64_t local_rows = 0;  // rows held by this rank
+  int64_t row_elems = 0;   // elements per row
+  int64_t row_bytes = 0;   // bytes per row
+  int32_t method = 0;      // DDS_METHOD_* of the store
+  int32_t n_ranks = 0;     // ranks holding shards
+  std::string transport;   // e.g. "mpi-rma"
+};
+
+// What Store::profile returns (see dds_counters in ddstore.h).
+using Counters = dds_counters;
+
+// A pointer and a number of elements (C++17 has no std::span).
+template <class T>
+struct Span {
+  T* ptr = nullptr;
+  std::size_t len = 0;
+
+  Span() = default;
+  Span(T* p, std::size_t n) : ptr(p), len(n) {}
+  template <class U, class = std::enable_if_t<std::is_same_v<std::remove_const_t<T>, U>>>
+  Span(std::vector<U>& v) : ptr(v.data()), len(v.size()) {}
+  template <class U, class = std::enable_if_t<std::is_const_v<T> && std::is_same_v<std::remove_const_t<T>, U>>>
+  Span(const std::vector<U>& v) : ptr(v.data()), len(v.size()) {}
+  template <class U, std::size_t N, class = std::enable_if_t<std::is_same_v<std::remove_const_t<T>, U>>>
+  Span(std::array<U, N>& a) : ptr(a.data()), len(N) {}
+
+  T* data() const noexcept { return ptr; }
+  std::size_t size() const noexcept { return len; }
+};
+
+namespace detail {
+
+// Throws the error of the last failed call on this thread.
+[[noreturn]] inline void fail(dds_status s) { throw Error(s, dds_last_error()); }
+
+inline void check(dds_status s) {
+  if (s != DDS_OK) fail(s);
+}
+
+template <class T>
+constexpr void check_item_type() {
+  static_assert(std::is_trivially_copyable_v<T>, "ddstore: T must be trivially copyable");
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "ddstore: sizeof(T) must be 1, 2, 4 or 8 (use the *_raw functions for other row layouts)");
+}
+
+// Bytes of `n` items of `size` bytes; 0 for a negative count (the library
+// then reports the negative count itself).
+inline std::size_t bytes_of(int64_t n, std::size_t size) { return n > 0 ? static_cast<std::size_t>(n) * size : 0; }
+
+}  // namespace detail
+
+class Store {
+ public:
+  // An empty store (no handle); every call on it fails with
+  // DDS_ERR_INVALID_ARGUMENT. Assign a created Store to it.
+  Store() noexcept = default;
+
+  // Creates a store over `comm` (collective). The store works on its own
+  // duplicate of the communicator.
+  explicit Store(MPI_Comm comm, const Options& options = Options()) {
+    dds_options o;
+    detail::check(dds_options_init(&o));
+    o.method = options.method;
+    o.role = options.role;
+    o.width = options.width;
+    o.n_core = options.n_core;
+    if (options.handshake_dir) o.handshake_dir = options.handshake_dir->c_str();
+    if (options.fabric_provider) o.fabric_provider = options.fabric_provider->c_str();
+    if (options.fabric_iface) o.fabric_iface = options.fabric_iface->c_str();
+    if (options.nic_map) o.nic_map = options.nic_map->c_str();
+    detail::check(dds_create_comm(comm, &o, &h_));
+  }
+
+  // Destroys the store (collective for method 0); errors are ignored here,
+  // call destroy() to see them.
+  ~Store() { reset(); }
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  Store(Store&& other) noexcept : h_(std::exchange(other.h_, nullptr)) {}
+  // Destroys this store's current handle (collective) and takes other's.
+  Store& operator=(Store&& other) noexcept {
+    if (this != &other) {
+      reset();
+      h_ = std::exchange(other.h_, nullptr);
+    }
+    return *this;
+  }
+
+  // Destroys the store now (collective for method 0) and throws on failure.
+  // The Store is empty afterwards, even when it throws.
+  void destroy() {
+    dds_store* h = std::exchange(h_, nullptr);
+    detail::check(dds_destroy(h));
+  }
+
+  // The C handle, for calls into ddstore.h; still owned by this Store.
+  dds_store* handle() const noexcept { return h_; }
+  // Gives up ownership: the caller must dds_destroy the returned handle.
+  dds_store* release() noexcept { return std::exchange(h_, nullptr); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  static std::string version() { return dds_version(); }
+
+  // ---- variables (collective) ----
+
+  // Registers `name` from `rows` rows of `elems` elements at `data` (copied).
+  template <class T>
+  void add(const std::string& name, const T* data, int64_t rows, int64_t elems) {
+    detail::check_item_type<T>();
+    std::size_t bytes = rows > 0 && elems > 0 ? detail::bytes_of(rows * elems, sizeof(T)) : 0;
+    detail::check(dds_add(h_, name.c_str(), data, bytes, rows, elems, static_cast<int32_t>(sizeof(T))));
+  }
+
+  // Registers `name` from a vector of whole rows of `elems` elements (the
+  // library refuses a size that is not whole rows, on every rank).
+  template <class T>
+  void add(const std::string& name, const std::vector<T>& data, int64_t elems) {
+    detail::check_item_type<T>();
+    int64_t rows = elems > 0 ? static_cast<int64_t>(data.size()) / elems : 0;
+    detail::check(dds_add(h_, name.c_str(), data.data(), data.size() * sizeof(T), rows, elems,
+                          static_cast<int32_t>(sizeof(T))));
+  }
+
+  // Registers `name` with `rows` zero-filled rows of `elems` items of type T.
+  template <class T>
+  void init(const std::string& name, int64_t rows, int64_t elems) {
+    detail::check_item_type<T>();
+    detail::check(dds_init(h_, name.c_str(), rows, elems, static_cast<int32_t>(sizeof(T))));
+  }
+
+  // Untyped registration: `data_bytes` must be rows x elems x item_size.
+  void add_raw(const std::string& name, const void* data, std::size_t data_bytes, int64_t rows, int64_t elems,
+               int32_t item_size) {
+    detail::check(dds_add(h_, name.c_str(), data, data_bytes, rows, elems, item_size));
+  }
+
+  // ---- local writes ----
+
+  // Writes `count` rows from `src` into this rank's shard from local row
+  // `local_row` (0-based). Visible to readers after a barrier or epoch_begin.
+  template <class T>
+  void update(const std::string& name, const T* src, int64_t local_row, int64_t count) {
+    VarInfo v = typed_info<T>(name, "dds_update");
+    detail::check(
+        dds_update(h_, name.c_str(), src, detail::bytes_of(count, static_cast<std::size_t>(v.row_bytes)), local_row));
+  }
+
+  // Writes whole rows from a vector, starting at local row `local_row`.
+  template <class T>
+  void update(const std::string& name, const std::vector<T>& src, int64_t local_row = 0) {
+    typed_info<T>(name, "dds_update");
+    detail::check(dds_update(h_, name.c_str(), src.data(), src.size() * sizeof(T), local_row));
+  }
+
+  void update_raw(const std::string& name, const void* src, std::size_t bytes, int64_t local_row) {
+    detail::check(dds_update(h_, name.c_str(), src, bytes, local_row));
+  }
+
+  // ---- reads ----
+
+  // Reads `count` rows from global row `start` (inside one rank's shard)
+  // into `dst`, which must hold count x elements-per-row items.
+  template <class T>
+  void get(const std::string& name, T* dst, int64_t start, int64_t count) {
+    VarInfo v = typed_info<T>(name, "dds_get");
+    detail::check(
+        dds_get(h_, name.c_str(), dst, detail::bytes_of(count, static_cast<std::size_t>(v.row_bytes)), start, count));
+  }
+
+  // The same into a vector, resized to count x elements-per-row.
+  template <class T>
+  void get(const std::string& name, std::vector<T>& dst, int64_t start, int64_t count) {
+    VarInfo v = typed_info<T>(name, "dds_get");
+    dst.resize(count > 0 ? static_cast<std::size_t>(count * v.row_elems) : 0);
+    detail::check(dds_get(h_, name.c_str(), dst.data(), dst.size() * sizeof(T), start, count));
+  }
+
+  void get_raw(const std::string& name, void* dst, std::size_t bytes, int64_t start, int64_t count) {
+    detail::check(dds_get(h_, name.c_str(), dst, bytes, start, count));
+  }
+
+  // Reads rows idx[0..n) into dst (row i of dst receives global row idx[i]);
+  // dst must hold n x elements-per-row items. Collective for method 0.
+  template <class T>
+  void get_batch(const std::string& name, T* dst, const int64_t* idx, int64_t n) {
+    batch<T>(name, dst, n > 0 ? -1 : 0, idx, n);
+  }
+
+  // The same with spans; dst.size() must be idx.size() x elements-per-row.
+  template <class T>
+  void get_batch(const std::string& name, Span<T> dst, Span<const int64_t> idx) {
+    static_assert(!std::is_const_v<T>, "ddstore: get_batch needs a writable destination");
+    batch<T>(name, dst.data(), static_cast<int64_t>(dst.size()), idx.data(), static_cast<int64_t>(idx.size()));
+  }
+
+  // The same into a vector, resized to idx.size() x elements-per-row.
+  template <class T>
+  void get_batch(const std::string& name, std::vector<T>& dst, const std::vector<int64_t>& idx) {
+    batch<T>(name, &dst, 0, idx.data(), static_cast<int64_t>(idx.size()));
+  }
+
+  void get_batch_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx, int64_t n) {
+    detail::check(dds_get_batch(h_, name.c_str(), dst, bytes, idx, n));
+  }
+
+  // Registers `n` items at `buf` as a destination for reads of `name`; reads
+  // into any part of it then need no memory registration (methods 1 and 2).
+  template <class T>
+  void register_recv(const std::string& name, T* buf, std::size_t n) {
+    detail::check_item_type<T>();
+    detail::check(dds_register_recv(h_, name.c_str(), buf, n * sizeof(T)));
+  }
+
+  template <class T>
+  void register_recv(const std::string& name, std::vector<T>& buf) {
+    register_recv(name, buf.data(), buf.size());
+  }
+
+  // Removes the registration that starts at `buf`.
+  void unregister_recv(const std::string& name, const void* buf) {
+    detail::check(dds_unregister_recv(h_, name.c_str(), const_cast<void*>(buf)));
+  }
+
+  // ---- queries and epochs ----
+
+  VarInfo info(const std::string& name) const {
+    dds_var_info raw{};
+    raw.struct_size = sizeof raw;
+    detail::check(dds_info(h_, name.c_str(), &raw));
+    return to_info(raw);
+  }
+
+  Counters profile(const std::string& name) const {
+    Counters c{};
+    c.struct_size = sizeof c;
+    detail::check(dds_profile(h_, name.c_str(), &c));
+    return c;
+  }
+
+  // Collective: makes updates visible and synchronises the ranks.
+  void epoch_begin() { detail::check(dds_epoch_begin(h_)); }
+  void epoch_end() { detail::check(dds_epoch_end(h_)); }
+
+  // Method 2 extra member: attaches to a variable of the core job.
+  void join(const std::string& name) { detail::check(dds_join(h_, name.c_str())); }
+
+ private:
+  dds_store* h_ = nullptr;
+
+  // Destroys the handle, if any, ignoring errors (used where throwing is not allowed).
+  void reset() noexcept {
+    if (h_) (void)dds_destroy(std::exchange(h_, nullptr));
+  }
+
+  static VarInfo to_info(const dds_var_info& raw) {
+    VarInfo v;
+    v.item_size = raw.item_size;
+    v.total_rows = raw.total_rows;
+    v.local_rows = raw.local_rows;
+    v.row_elems = raw.row_elems;
+    v.row_bytes = raw.row_bytes;
+    v.method = raw.method;
+    v.n_ranks = raw.n_ranks;
+    std::size_t n = 0;
+    while (n < sizeof raw.transport && raw.transport[n] != '\0') n++;
+    v.transport.assign(raw.transport, n);
+    return v;
+  }
+
+  // Looks `name` up for typed call `op`; on failure `err` receives the
+  // error to throw (the lookup's message, renamed after `op`, or a type
+  // mismatch) and the returned info is meaningless.
+  template <class T>
+  VarInfo try_typed_info(const std::string& name, const char* op, std::optional<Error>& err) const {
+    detail::check_item_type<T>();
+    dds_var_info raw{};
+    raw.struct_size = sizeof raw;
+    dds_status s = dds_info(h_, name.c_str(), &raw);
+    if (s != DDS_OK) {
+      std::string msg = dds_last_error();
+      const std::string prefix = "dds_info: ";
+      if (msg.compare(0, prefix.size(), prefix) == 0) msg.erase(0, prefix.size());
+      err.emplace(s, std::string(op) + ": " + msg);
+      return VarInfo();
+    }
+    if (raw.item_size != static_cast<int32_t>(sizeof(T))) {
+      err.emplace(DDS_ERR_MISMATCH, std::string(op) + ": variable '" + name + "' holds " +
+                                        std::to_string(raw.item_size) + "-byte items but T is " +
+                                        std::to_string(sizeof(T)) + " bytes");
+    }
+    return to_info(raw);
+  }
+
+  template <class T>
+  VarInfo typed_info(const std::string& name, const char* op) const {
+    std::optional<Error> err;
+    VarInfo v = try_typed_info<T>(name, op, err);
+    if (err) throw *err;
+    return v;
+  }
+
+  // get_batch for every overload. `dst` is either a T* holding `dst_len`
+  // items (-1: as many as the batch needs), or a std::vector<T> to resize.
+  // Method 0 batches are collective, so a rank whose own arguments are wrong
+  // (unknown name, wrong T) must still enter dds_get_batch: it asks for its
+  // rows with a zero-byte destination, which the library refuses on every
+  // rank together; this rank then throws its own, more precise, error.
+  template <class T, class Dst>
+  void batch(const std::string& name, Dst* dst, int64_t dst_len, const int64_t* idx, int64_t n) {
+    std::optional<Error> err;
+    VarInfo v = try_typed_info<T>(name, "dds_get_batch", err);
+    const bool ok = !err || (err->status() == DDS_ERR_MISMATCH && n == 0);  // an empty batch moves nothing
+    if (!ok) {
+      dds_status s = dds_get_batch(h_, name.c_str(), nullptr, 0, idx, n);
+      if (s == DDS_OK || (s == DDS_ERR_MISMATCH && err->status() == DDS_ERR_MISMATCH)) throw *err;
+      detail::fail(s);
+    }
+    T* out;
+    std::size_t bytes;
+    if constexpr (std::is_same_v<Dst, std::vector<T>>) {  // the vector overload
+      dst->resize(n > 0 ? static_cast<std::size_t>(n * v.row_elems) : 0);
+      out = dst->data();
+      bytes = dst->size() * sizeof(T);
+    } else {
+      out = dst;
+      bytes = dst_len < 0 ? detail::bytes_of(n, static_cast<std::size_t>(v.row_bytes))
+                          : static_cast<std::size_t>(dst_len) * sizeof(T);
+    }
+    detail::check(dds_get_batch(h_, name.c_str(), out, bytes, idx, n));
+  }
+};
+
+}  // namespace ddstore
+
+#endif  // DDSTORE_HPP
