@@ -21,7 +21,11 @@ export FI_TCP_IFACE ?= lo
 export FI_SOCKETS_IFACE ?= lo
 export UCX_TLS ?= self,sm
 
-.PHONY: all deps build header install test test-rust test-c demo clean
+# Python: a virtual environment with numpy, pytest and mpi4py built against
+# the system MPI (the binary wheel expects a library Debian does not ship).
+VENV ?= $(CURDIR)/.venv
+
+.PHONY: all deps build header install test test-rust test-c test-python demo clean
 
 all: build
 
@@ -54,7 +58,7 @@ install-test-prefix:
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
 
 test-rust:
-	cargo test --release
+	cargo test --release --workspace
 
 test-c: install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -62,9 +66,18 @@ test-c: install-test-prefix
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
 
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet numpy pytest
+	$(VENV)/bin/pip install --quiet --no-binary mpi4py mpi4py
+
+test-python: install-test-prefix $(VENV)/bin/python
+	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
+
 test: deps
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-c
+	$(MAKE) --no-print-directory test-python
 
 demo: deps install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo

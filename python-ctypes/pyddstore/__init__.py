@@ -1,0 +1,49 @@
+"""pyddstore: DDStore 3.0's Python API over libddstore (ctypes).
+
+``import pyddstore`` is cheap and does not import mpi4py or start MPI, so a
+program can import torch first. The store class is loaded on first access of
+``pyddstore.PyDDStore``.
+"""
+
+from ._errors import *  # noqa: F401,F403  (the exception classes)
+from ._errors import __all__ as _error_names
+
+try:
+    from importlib.metadata import PackageNotFoundError, version as _dist_version
+    try:
+        __version__ = _dist_version("pyddstore")
+    except PackageNotFoundError:
+        __version__ = "unknown"
+except ImportError:  # pragma: no cover
+    __version__ = "unknown"
+
+_LAZY = ("PyDDStore", "PyDDstoreVarinfo")
+
+__all__ = ["PyDDStore", "PyDDstoreVarinfo", "__version__",
+           "library_path", "library_version", *_error_names]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from . import _core
+        value = getattr(_core, name)
+        globals()[name] = value  # later accesses skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def library_path():
+    """Path (or soname) of the libddstore that is loaded, loading it if needed."""
+    from . import _lib
+    _lib.load()
+    return _lib.library_path()
+
+
+def library_version():
+    """Version string reported by the loaded libddstore."""
+    from . import _lib
+    return _lib.load().dds_version().decode()

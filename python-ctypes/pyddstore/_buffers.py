@@ -1,0 +1,105 @@
+"""Turning the caller's array into what the C API takes: an address and sizes.
+
+One function, :func:`extract`, looks at every buffer that crosses into the
+library, so the rules (accepted dtypes, contiguity, GPU memory) live in one
+place and GPU support can be added here later without touching the store.
+"""
+
+import ctypes
+
+import numpy as np
+
+from ._errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
+
+# What DDStore 3.0 accepts; the store itself only cares about the item size.
+HOST_DTYPES = frozenset(
+    np.dtype(t) for t in (np.int32, np.int64, np.uint8, np.float32, np.float64, np.bool_)
+)
+
+
+_addressof = ctypes.addressof
+_char_at = ctypes.c_char.from_buffer
+
+
+def address(arr):
+    """Address of a C-contiguous ndarray's first byte."""
+    if arr.flags.writeable and arr.nbytes:
+        # Five times cheaper than __array_interface__, which builds a dict per call.
+        return _addressof(_char_at(arr))
+    return arr.__array_interface__["data"][0]
+
+
+def is_gpu(obj):
+    """True for device memory: torch CUDA/HIP tensors and __cuda_array_interface__ objects."""
+    if getattr(obj, "is_cuda", False) is True:
+        return True
+    # torch raises AttributeError for the CPU tensors' property, so hasattr is enough.
+    return hasattr(obj, "__cuda_array_interface__")
+
+
+def _gpu_buffer(obj):
+    """(ptr, nbytes, itemsize, rows, row_elems, True) of a device buffer, best effort.
+
+    Nothing reads these yet (GPU buffers are refused by the store); they are
+    computed so the GPU-buffer feature only has to accept them.
+    """
+    if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch
+        shape, itemsize, ptr = tuple(obj.shape), obj.element_size(), obj.data_ptr()
+    else:
+        cai = obj.__cuda_array_interface__
+        shape, itemsize, ptr = tuple(cai["shape"]), np.dtype(cai["typestr"]).itemsize, cai["data"][0]
+    rows = shape[0] if shape else 1
+    elems = int(np.prod(shape, dtype=np.int64))
+    row_elems = elems // rows if rows else int(np.prod(shape[1:], dtype=np.int64))
+    return ptr, elems * itemsize, itemsize, rows, row_elems, True
+
+
+def extract(obj, what="arr", writable=False, check_dtype=True):
+    """Returns (ptr, nbytes, itemsize, rows, row_elems, is_gpu) for `obj`.
+
+    rows is shape[0]; row_elems is the number of elements per row (the
+    product of shape[1:], so zero-row arrays still describe their rows).
+    Host memory is never copied: the address of the caller's data is returned.
+    """
+    if not isinstance(obj, np.ndarray):
+        if is_gpu(obj):
+            return _gpu_buffer(obj)
+        if hasattr(obj, "__array_interface__"):
+            obj = np.asarray(obj)  # a view of the caller's memory, not a copy
+        elif hasattr(obj, "dtype"):
+            # e.g. a CPU torch tensor: DDStore 3.0 refuses it on its dtype.
+            raise UnsupportedDtypeError(
+                f"unsupported dtype: {obj.dtype} ({type(obj).__name__}; pass a numpy array, "
+                "e.g. tensor.numpy())"
+            )
+        else:
+            raise ArgumentTypeError(
+                f"{what} must be a numpy array (or expose __array_interface__), "
+                f"got {type(obj).__name__}"
+            )
+    if check_dtype and obj.dtype not in HOST_DTYPES:
+        raise UnsupportedDtypeError(f"unsupported dtype: {obj.dtype}")
+    flags = obj.flags
+    if not flags.c_contiguous:
+        raise InvalidArgumentError(
+            f"{what} must be C-contiguous (got strides {obj.strides} for shape {obj.shape}); "
+            "use numpy.ascontiguousarray"
+        )
+    nbytes = obj.nbytes
+    if flags.writeable and nbytes:
+        ptr = _addressof(_char_at(obj))  # as address(), without looking at flags twice
+    elif writable and not flags.writeable:
+        raise InvalidArgumentError(f"{what} is read-only; reads need a writable array")
+    else:
+        ptr = obj.__array_interface__["data"][0]
+    shape = obj.shape
+    if not shape:
+        raise InvalidArgumentError(f"{what} must have at least one dimension (its rows)")
+    rows = shape[0]
+    if rows:
+        row_elems = obj.size // rows
+    else:
+        row_elems = 1
+        for n in shape[1:]:
+            row_elems *= n
+    return ptr, nbytes, obj.itemsize, rows, row_elems, False

@@ -1,0 +1,364 @@
+"""PyDDStore: DDStore 3.0's Python store, over libddstore's C API.
+
+This module does not import mpi4py: a communicator is used only through its
+``py2f()`` (the Fortran handle the C API takes). mpi4py is imported only for a
+method-2 extra member, which has no communicator of its own.
+"""
+
+import ctypes
+import operator
+import os
+import time
+from collections import namedtuple
+
+import numpy as np
+
+from . import _lib
+from ._buffers import address, extract
+from ._errors import (
+    ArgumentTypeError, BadStateError, GPUBufferError, InvalidArgumentError,
+    MismatchError, UnsupportedError, error_for,
+)
+
+# What a store remembers about a variable: they never change once registered.
+_Var = namedtuple("_Var", "cname total_rows disp itemsize")
+
+_perf = time.perf_counter
+
+
+class PyDDstoreVarinfo:
+    """Kept only so that ``from pyddstore import PyDDstoreVarinfo`` works, as
+    with DDStore 3.0 (where it has no usable attributes). Use
+    :meth:`PyDDStore.info` instead."""
+
+
+def _as_int(value, what):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be an int, got {type(value).__name__}") from None
+
+
+def _cname(name):
+    if type(name) is not str:
+        raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}")
+    return name.encode("utf-8")
+
+
+def _gpu_error(method, role):
+    return GPUBufferError(
+        f"GPU {role} buffer: this build of pyddstore moves host memory only; GPU buffers "
+        f"need libddstore's GPU-buffer support (with method=1 or 2), and this store has "
+        f"method={method}. Copy through host memory (e.g. tensor.cpu().numpy())."
+    )
+
+
+def _comm_self_f():
+    # An extra member has no communicator; the C API still takes one, and
+    # MPI must be running for it, so use COMM_SELF (importing mpi4py starts MPI).
+    from mpi4py import MPI
+    return MPI.COMM_SELF.py2f()
+
+
+class PyDDStore:
+    """A distributed store of named 2-D variables (see docs/python.md).
+
+    PyDDStore(comm_or_none=None, method=0, handshake_dir="", n_core=0,
+              nic_map=None, *, ddstore_width=0)
+    """
+
+    def __init__(self, comm_or_none=None, method=0, handshake_dir="", n_core=0,
+                 nic_map=None, *, ddstore_width=0):
+        self._h = None  # first, so __del__ works whatever fails below
+        self._vars = {}
+        self._recv = {}  # (name, address) -> caller's buffer, kept alive
+        method = _as_int(method, "method")
+        n_core = _as_int(n_core, "n_core")
+        width = 0 if ddstore_width is None else _as_int(ddstore_width, "ddstore_width")
+        if handshake_dir is None:
+            handshake_dir = ""
+        if not isinstance(handshake_dir, (str, os.PathLike)):
+            raise ArgumentTypeError(f"handshake_dir must be a str, got {type(handshake_dir).__name__}")
+        handshake_dir = os.fspath(handshake_dir)
+        if nic_map is not None and not isinstance(nic_map, str):
+            raise ArgumentTypeError(f"nic_map must be a str or None, got {type(nic_map).__name__}")
+        if method not in (0, 1, 2):
+            raise InvalidArgumentError(f"method={method} is not 0 (MPI), 1 (libfabric) or 2 (split jobs)")
+
+        role = _lib.DDS_ROLE_CORE
+        if method == 2 and not handshake_dir:
+            raise InvalidArgumentError("method=2 requires handshake_dir (a directory shared with the other job)")
+        if comm_or_none is None:
+            if method != 2:
+                raise InvalidArgumentError(f"method={method} requires a valid MPI communicator (got None)")
+            if n_core <= 0:
+                raise InvalidArgumentError(
+                    f"method=2 extra member requires n_core > 0 (the core job's rank count), got {n_core}")
+            role = _lib.DDS_ROLE_EXTRA
+            comm_f = _comm_self_f()
+        else:
+            py2f = getattr(comm_or_none, "py2f", None)
+            if not callable(py2f):
+                raise ArgumentTypeError(
+                    f"comm_or_none must be an mpi4py.MPI.Comm or None, got {type(comm_or_none).__name__}")
+            comm_f = py2f()
+
+        self._method = method
+        self._role = role
+        prof = os.environ.get("DDSTORE_PROFILE", "")
+        self._prof = prof not in ("", "0")
+        self._py_gets = 0
+        self._py_get = 0.0
+        self._py_sync = 0.0
+
+        lib = self._lib = _lib.load()
+        # Bound once: a read then costs one attribute lookup, not three.
+        self._c_get = lib.dds_get
+        self._c_get_batch = lib.dds_get_batch
+
+        opts = _lib.DdsOptions()
+        self._check(lib.dds_options_init(ctypes.byref(opts)))
+        opts.method, opts.role, opts.width, opts.n_core = method, role, width, n_core
+        # dds_create copies the strings; these locals keep them alive until then.
+        hs = handshake_dir.encode() if handshake_dir else None
+        nm = nic_map.encode() if nic_map else None
+        opts.handshake_dir, opts.nic_map = hs, nm
+        handle = ctypes.c_void_p()
+        self._check(lib.dds_create(comm_f, ctypes.byref(opts), ctypes.byref(handle)))
+        self._h = handle.value
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _check(self, rc):
+        if rc:
+            raise error_for(rc, _lib.last_error(self._lib))
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            raise BadStateError("this PyDDStore has been freed")
+        return h
+
+    def _var(self, name):
+        """Cached description of `name`; UnknownVariableError (IndexError) if absent."""
+        var = self._vars.get(name)
+        if var is None:
+            cname = _cname(name)
+            info = _lib.DdsVarInfo()
+            info.struct_size = ctypes.sizeof(info)
+            self._check(self._lib.dds_info(self._handle(), cname, ctypes.byref(info)))
+            var = _Var(cname, info.total_rows, info.row_elems, info.item_size)
+            self._vars[name] = var
+        return var
+
+    def _collective(self):
+        # Method 0's get_batch is collective (add and init are for every method).
+        return self._method == 0
+
+    def _refuse_register(self, h, name):
+        """Fails a collective registration on every rank after a local error.
+
+        Raising on this rank alone would leave the others waiting inside
+        dds_add; a negative row count is refused by the library on all ranks.
+        """
+        cname = name.encode("utf-8", "replace") if isinstance(name, str) and name else b"?"
+        self._lib.dds_init(h, cname, -1, 1, 1)
+
+    def _refuse_batch(self, h, name):
+        """As _refuse_register, for method 0's collective get_batch."""
+        cname = name.encode("utf-8", "replace") if isinstance(name, str) and name else b"?"
+        self._c_get_batch(h, cname, None, 0, None, -1)
+
+    def _itemsize_check(self, var, name, itemsize):
+        if itemsize != var.itemsize:
+            raise MismatchError(
+                f"Invalid data type: buffer items are {itemsize} bytes but variable "
+                f"'{name}' holds {var.itemsize}-byte items")
+
+    # -- registration (collective) --------------------------------------------
+
+    def add(self, name, arr):
+        """Registers `name` from `arr` (rows = arr.shape[0]); the data is copied."""
+        h = self._handle()
+        try:
+            cname = _cname(name)
+            ptr, nbytes, itemsize, rows, row_elems, gpu = extract(arr, "arr")
+            if gpu:
+                raise _gpu_error(self._method, "source")
+        except Exception:
+            self._refuse_register(h, name)
+            raise
+        self._check(self._lib.dds_add(h, cname, ptr, nbytes, rows, row_elems, itemsize))
+
+    def init(self, name, nrows, disp, itemsize=1):
+        """Registers `name` with `nrows` zero-filled local rows of `disp` items of `itemsize` bytes."""
+        h = self._handle()
+        try:
+            cname = _cname(name)
+            nrows = _as_int(nrows, "nrows")
+            disp = _as_int(disp, "disp")
+            itemsize = _as_int(itemsize, "itemsize")
+        except Exception:
+            self._refuse_register(h, name)
+            raise
+        self._check(self._lib.dds_init(h, cname, nrows, disp, itemsize))
+
+    def join(self, name):
+        """Method-2 extra member: attaches to `name` published by the core job."""
+        self._check(self._lib.dds_join(self._handle(), _cname(name)))
+        self._var(name)
+
+    # -- local writes ----------------------------------------------------------
+
+    def update(self, name, arr, offset):
+        """Copies the rows of `arr` into this rank's shard from local row `offset`."""
+        h = self._handle()
+        var = self._var(name)
+        ptr, nbytes, itemsize, _, _, gpu = extract(arr, "arr")
+        if gpu:
+            raise UnsupportedError(
+                "update() takes host memory only: pass tensor.cpu().numpy(), or add() the GPU tensor")
+        self._itemsize_check(var, name, itemsize)
+        self._check(self._lib.dds_update(h, var.cname, ptr, nbytes, _as_int(offset, "offset")))
+
+    # -- reads -----------------------------------------------------------------
+
+    def get(self, name, arr, start=0):
+        """Reads arr.shape[0] consecutive rows from global row `start` into `arr`."""
+        t0 = _perf() if self._prof else 0.0
+        h = self._h
+        if h is None:
+            self._handle()  # raises
+        var = self._vars.get(name) or self._var(name)
+        ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+        if gpu:
+            raise _gpu_error(self._method, "destination")
+        if itemsize != var.itemsize:
+            self._itemsize_check(var, name, itemsize)
+        rc = self._c_get(h, var.cname, ptr, nbytes, operator.index(start), rows)
+        if rc:
+            self._check(rc)
+        if self._prof:
+            self._py_gets += 1
+            self._py_get += _perf() - t0
+
+    def get_batch(self, name, arr, indices):
+        """Row i of `arr` receives global row indices[i]. Collective for method 0."""
+        t0 = _perf() if self._prof else 0.0
+        h = self._h
+        if h is None:
+            self._handle()  # raises
+        try:
+            var = self._vars.get(name) or self._var(name)
+            ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+            if gpu:
+                raise _gpu_error(self._method, "destination")
+            if itemsize != var.itemsize:
+                self._itemsize_check(var, name, itemsize)
+            idx = np.ascontiguousarray(indices, dtype=np.int64)
+            if idx.ndim != 1:
+                raise InvalidArgumentError("indices must be one-dimensional")
+            n = idx.shape[0]
+            if rows != n:
+                raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
+        except Exception:
+            if self._collective():
+                self._refuse_batch(h, name)
+            raise
+        rc = self._c_get_batch(h, var.cname, ptr, nbytes, address(idx), n)
+        if rc:
+            self._check(rc)
+        if self._prof:
+            self._py_gets += 1
+            self._py_get += _perf() - t0
+
+    def register_recv(self, name, arr):
+        """Registers `arr` as a destination for reads of `name` (kept alive until unregistered)."""
+        h = self._handle()
+        var = self._var(name)
+        ptr, nbytes, _, _, _, gpu = extract(arr, "arr", writable=True, check_dtype=False)
+        if gpu:
+            raise _gpu_error(self._method, "destination")
+        if nbytes == 0:
+            return
+        self._check(self._lib.dds_register_recv(h, var.cname, ptr, nbytes))
+        self._recv[(name, ptr)] = arr
+
+    def unregister_recv(self, name, arr):
+        """Undoes register_recv for the buffer starting where `arr` starts."""
+        h = self._handle()
+        ptr = extract(arr, "arr", check_dtype=False)[0]
+        if (name, ptr) not in self._recv:
+            if self._method == 0:
+                return  # DDStore 3.0 ignores this for method 0
+            raise InvalidArgumentError(f"buffer is not registered for '{name}'")
+        self._check(self._lib.dds_unregister_recv(h, self._var(name).cname, ptr))
+        del self._recv[(name, ptr)]
+
+    # -- queries ---------------------------------------------------------------
+
+    def info(self, name):
+        """(total_rows, disp, itemsize) of `name`."""
+        var = self._var(name)
+        return var.total_rows, var.disp, var.itemsize
+
+    def get_profile(self, name):
+        """DDStore 3.0's profile dict: C counters of `name` plus this store's Python timings."""
+        var = self._var(name)
+        c = _lib.DdsCounters()
+        c.struct_size = ctypes.sizeof(c)
+        self._check(self._lib.dds_profile(self._handle(), var.cname, ctypes.byref(c)))
+        return {
+            "calls": c.calls,
+            "rows": c.rows,
+            "lock_wait": c.lock_wait_ns * 1e-9,
+            "mr": c.mr_ns * 1e-9,
+            "mr_miss": c.mr_miss,
+            "read": c.read_ns * 1e-9,
+            "cq": c.cq_ns * 1e-9,
+            "py_gets": self._py_gets,
+            "py_get": self._py_get,
+            "py_sync": self._py_sync,
+        }
+
+    @property
+    def method(self):
+        return self._method
+
+    # -- epochs and lifetime ---------------------------------------------------
+
+    def epoch_begin(self):
+        """Opens a read epoch (collective; RuntimeError if one is open)."""
+        self._check(self._lib.dds_epoch_begin(self._handle()))
+
+    def epoch_end(self):
+        """Closes the read epoch (collective; RuntimeError if none is open)."""
+        self._check(self._lib.dds_epoch_end(self._handle()))
+
+    def free(self):
+        """Releases the store (collective for method 0). Idempotent; safe after MPI_Finalize."""
+        h, self._h = self._h, None
+        if h is None:
+            return
+        self._recv.clear()
+        self._vars.clear()
+        self._check(self._lib.dds_destroy(h))
+
+    def __del__(self):
+        # May run at interpreter exit, after MPI_Finalize or with modules
+        # half torn down: never let an error escape from here.
+        try:
+            self.free()
+        except BaseException:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+    def __repr__(self):
+        state = "freed" if self._h is None else f"{len(self._vars)} known variables"
+        return f"<PyDDStore method={getattr(self, '_method', '?')} {state}>"
