@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 MAJOR := $(word 1,$(subst ., ,$(VERSION)))
 MINOR := $(word 2,$(subst ., ,$(VERSION)))
 SOVERSION := $(MAJOR)
-STATIC_LIBS := -lmpich -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+STATIC_LIBS := -lmpich -lfabric -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 BUILD := build
 TEST_PREFIX := $(CURDIR)/$(BUILD)/prefix
 NP ?= 4

@@ -64,10 +64,19 @@ static inline int t_finish(const char *name) {
   return tot[1] ? 1 : 0;
 }
 
+/* Method the tests run with: DDS_TEST_METHOD (default 0) replaces method 0
+ * in t_store, so one program covers method 0 and method 1 (libfabric; the
+ * provider comes from DDSTORE_FABRIC). */
+static inline int t_method(void) {
+  const char *m = getenv("DDS_TEST_METHOD");
+  return (m && *m) ? atoi(m) : 0;
+}
+
 static inline dds_store *t_store(int method, int width) {
   dds_options o;
   dds_store *s = NULL;
   CHECK(dds_options_init(&o));
+  if (method == 0) method = t_method();
   o.method = method;
   o.width = width;
   CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));

@@ -1,4 +1,4 @@
-/* Method-0 behaviour on 1, 2 or 4 ranks: the intent of DDStore's test_single,
+/* Method-0 behaviour (method 1 with DDS_TEST_METHOD=1) on 1, 2 or 4 ranks: the intent of DDStore's test_single,
  * test_multirank and the method-0 cases of test_get_batch, plus zero-row
  * ranks, groups, init+update, many variables and multi-round batches. */
 #include "common.h"
@@ -40,7 +40,8 @@ static void test_dtypes(void) {
     dds_var_info info = {.struct_size = sizeof info};
     CHECK(dds_info(s, name, &info));
     EXPECT(info.total_rows == total && info.local_rows == rows_of(t_rank) && info.row_elems == elems &&
-           info.item_size == item && info.row_bytes == (int64_t)rb && strcmp(info.transport, "mpi-rma") == 0);
+           info.item_size == item && info.row_bytes == (int64_t)rb &&
+           (t_method() == 0 ? strcmp(info.transport, "mpi-rma") == 0 : strncmp(info.transport, "fabric:", 7) == 0));
     char *row = malloc(rb);
     for (int64_t g = 0; g < total; g++) {
       memset(row, 0, rb);

@@ -187,19 +187,26 @@ enum dds_status dds_options_init(struct dds_options *options);
 // Collective over the communicator. MPI must be initialised. Not thread-safe
 // with other calls on the same store (there is none yet).
 //
+// Method 1 (libfabric) chooses the provider from `fabric_provider` /
+// DDSTORE_FABRIC, `fabric_iface` / FABRIC_IFACE and `nic_map` /
+// DDSTORE_NIC_MAP (see docs/fabric.md) and starts a progress thread.
+//
 // Errors: DDS_ERR_INVALID_ARGUMENT (NULL `out`, MPI_COMM_NULL, bad option
 // value, option or DDSTORE_ALLTOALL_MAX_BYTES differing across ranks),
 // DDS_ERR_UNSUPPORTED (a method this build cannot serve), DDS_ERR_BAD_STATE
-// (MPI not initialised or already finalised), DDS_ERR_MPI.
+// (MPI not initialised or already finalised), DDS_ERR_FABRIC (method 1: no
+// usable provider, or the named provider or interface does not exist; on
+// every rank), DDS_ERR_MPI.
 enum dds_status dds_create(int comm_f, const struct dds_options *options, struct dds_store **out);
 
 // Destroys a store: frees every variable, registration and communicator it
 // holds. `dds_destroy(NULL)` does nothing. A handle that was already
 // destroyed (or never created) is refused with DDS_ERR_BAD_STATE.
 //
-// Collective for method 0 (windows are freed together). Safe after
-// MPI_Finalize: then only local memory is released. Must not run while
-// other threads use the store.
+// Collective while MPI runs: method 0 frees its windows together; method 1
+// waits at a barrier, so no peer is still reading this rank's memory, then
+// closes its registrations and endpoints. Safe after MPI_Finalize: then only
+// local memory is released. Must not run while other threads use the store.
 enum dds_status dds_destroy(struct dds_store *store);
 
 // Opens a read epoch (DDStore compatibility). Makes every rank's updates
@@ -285,7 +292,8 @@ enum dds_status dds_profile(struct dds_store *store, const char *name, struct dd
 //
 // One-sided (not collective) and thread-safe. Method 0 needs MPI initialised
 // with MPI_THREAD_MULTIPLE for concurrent calls from several threads (the
-// store serialises its MPI calls otherwise). Errors: DDS_ERR_UNKNOWN_VARIABLE,
+// store serialises its MPI calls otherwise); method 1 reads make no MPI
+// calls. Errors: DDS_ERR_UNKNOWN_VARIABLE,
 // DDS_ERR_INDEX_OUT_OF_RANGE (`start` outside [0, total rows)),
 // DDS_ERR_INVALID_ARGUMENT (range crossing a shard end, negative count, NULL
 // dst), DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_MPI / DDS_ERR_FABRIC /

@@ -15,6 +15,8 @@ pub const DEFAULT_MAX_READ_BYTES: u64 = 1 << 30;
 pub const DEFAULT_READ_TIMEOUT_S: f64 = 120.0;
 /// Default of `DDSTORE_HANDSHAKE_TIMEOUT_S`.
 pub const DEFAULT_HANDSHAKE_TIMEOUT_S: f64 = 300.0;
+/// Default of `DDSTORE_PROGRESS_SLEEP_US`.
+pub const DEFAULT_PROGRESS_SLEEP_US: u64 = 1000;
 /// Default hand-shake directory for method 2.
 pub const DEFAULT_HANDSHAKE_DIR: &str = "./ddstore_hs";
 
@@ -39,6 +41,12 @@ pub struct Config {
     pub fabric_iface: Option<String>,
     /// `DDSTORE_NIC_MAP`: `nic=cpus;nic=cpus`.
     pub nic_map: Option<String>,
+    /// `DDSTORE_FABRIC_LOCAL_MR`: register read destinations even when the
+    /// provider does not need it (a testing aid for the FI_MR_LOCAL path).
+    pub fabric_local_mr: bool,
+    /// `DDSTORE_PROGRESS_SLEEP_US`: how long the serving progress thread
+    /// sleeps between polls when its provider offers no wait object (shm).
+    pub progress_sleep_us: u64,
 }
 
 impl Config {
@@ -75,6 +83,12 @@ impl Config {
             fabric: text("DDSTORE_FABRIC"),
             fabric_iface: text("FABRIC_IFACE"),
             nic_map: text("DDSTORE_NIC_MAP"),
+            fabric_local_mr: text("DDSTORE_FABRIC_LOCAL_MR").is_some_and(|v| v != "0"),
+            progress_sleep_us: micros(
+                "DDSTORE_PROGRESS_SLEEP_US",
+                text("DDSTORE_PROGRESS_SLEEP_US"),
+                DEFAULT_PROGRESS_SLEEP_US,
+            )?,
         })
     }
 }
@@ -85,6 +99,15 @@ pub fn positive_bytes(var: &str, value: Option<String>, default: u64) -> Result<
     match v.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => bail!(InvalidArgument, "{var}={v:?} is not a positive integer number of bytes"),
+    }
+}
+
+/// A number of microseconds between 1 and 1,000,000.
+pub fn micros(var: &str, value: Option<String>, default: u64) -> Result<u64> {
+    let Some(v) = value else { return Ok(default) };
+    match v.trim().parse::<u64>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not a whole number of microseconds in [1, 1000000]"),
     }
 }
 
@@ -115,6 +138,8 @@ mod tests {
         assert_eq!(c.max_read_bytes, DEFAULT_MAX_READ_BYTES);
         assert!(!c.profile);
         assert!(c.fabric.is_none());
+        assert_eq!(c.progress_sleep_us, DEFAULT_PROGRESS_SLEEP_US);
+        assert!(!c.fabric_local_mr);
     }
 
     #[test]
@@ -141,6 +166,8 @@ mod tests {
             ("DDSTORE_MAX_READ_BYTES", "lots"),
             ("DDSTORE_READ_TIMEOUT_S", "-1"),
             ("DDSTORE_HANDSHAKE_TIMEOUT_S", "inf"),
+            ("DDSTORE_PROGRESS_SLEEP_US", "0"),
+            ("DDSTORE_PROGRESS_SLEEP_US", "2000000"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");

@@ -10,7 +10,7 @@ use std::ptr;
 
 use mpi_sys as ffi;
 
-use crate::error::{err, Result};
+use crate::error::{err, Error, Kind, Result};
 
 /// Largest byte count passed to one MPI call (counts are C ints).
 pub const MAX_CHUNK: usize = 1 << 30;
@@ -269,6 +269,60 @@ impl Comm {
     pub fn raw(&self) -> ffi::MPI_Comm {
         self.raw
     }
+}
+
+impl Comm {
+    /// True when every rank of this communicator runs on one node (one
+    /// shared-memory domain). Collective.
+    pub fn single_node(&self) -> Result<bool> {
+        let mut shared = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: collective split of a valid communicator; freed below.
+        unsafe {
+            check(
+                ffi::MPI_Comm_split_type(
+                    self.raw,
+                    ffi::MPI_COMM_TYPE_SHARED as c_int,
+                    self.rank as c_int,
+                    ffi::RSMPI_INFO_NULL,
+                    &mut shared,
+                ),
+                "MPI_Comm_split_type",
+            )?;
+            let mut n: c_int = 0;
+            let r = check(ffi::MPI_Comm_size(shared, &mut n), "MPI_Comm_size");
+            ffi::MPI_Comm_free(&mut shared);
+            r?;
+            let mut all = [if n as usize == self.size { 1i64 } else { 0 }];
+            self.allreduce_min(&mut all)?;
+            Ok(all[0] == 1)
+        }
+    }
+}
+
+/// Folds each rank's local result into one decision: if any rank failed,
+/// every rank returns the first failing rank's error (status and message).
+/// Collective over `comm`.
+pub fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
+    let mut first = [if local.is_err() { comm.rank() as i64 } else { comm.size() as i64 }];
+    comm.allreduce_min(&mut first)?;
+    let root = first[0] as usize;
+    if root == comm.size() {
+        return local;
+    }
+    // 4 bytes of kind, then the message (truncated to fit).
+    let mut buf = vec![0u8; 1024];
+    if let Err(e) = &local {
+        if comm.rank() == root {
+            buf[..4].copy_from_slice(&(e.kind as i32).to_le_bytes());
+            let msg = e.msg.as_bytes();
+            let n = msg.len().min(buf.len() - 4);
+            buf[4..4 + n].copy_from_slice(&msg[..n]);
+        }
+    }
+    comm.bcast(&mut buf, root)?;
+    let kind = Kind::from_code(i32::from_le_bytes(buf[..4].try_into().unwrap()));
+    let end = buf[4..].iter().position(|&b| b == 0).map_or(buf.len(), |i| i + 4);
+    Err(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
 }
 
 impl Drop for Comm {

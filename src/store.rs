@@ -6,14 +6,16 @@
 //! with the same status instead of leaving the others waiting.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::rma::{self, RmaVar, Requests, Scratch};
 use crate::config::Config;
-use crate::error::{bail, err, Error, Kind, Result};
+use crate::error::{bail, err, Result};
 use crate::layout::Layout;
-use crate::mpi::{self, Comm};
+use crate::mpi::{self, agree, Comm};
 use crate::profile::{Snapshot, Timer};
 use crate::shard::Shard;
 use crate::var::{Transport, Variable};
@@ -87,31 +89,8 @@ pub struct Store {
     exchange: Mutex<Scratch>,
     /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
     mpi_lock: Option<Mutex<()>>,
-}
-
-/// Folds each rank's local result into one decision: if any rank failed,
-/// every rank returns the first failing rank's error (status and message).
-fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
-    let mut first = [if local.is_err() { comm.rank() as i64 } else { comm.size() as i64 }];
-    comm.allreduce_min(&mut first)?;
-    let root = first[0] as usize;
-    if root == comm.size() {
-        return local;
-    }
-    // 4 bytes of kind, then the message (truncated to fit).
-    let mut buf = vec![0u8; 1024];
-    if let Err(e) = &local {
-        if comm.rank() == root {
-            buf[..4].copy_from_slice(&(e.kind as i32).to_le_bytes());
-            let msg = e.msg.as_bytes();
-            let n = msg.len().min(buf.len() - 4);
-            buf[4..4 + n].copy_from_slice(&msg[..n]);
-        }
-    }
-    comm.bcast(&mut buf, root)?;
-    let kind = Kind::from_code(i32::from_le_bytes(buf[..4].try_into().unwrap()));
-    let end = buf[4..].iter().position(|&b| b == 0).map_or(buf.len(), |i| i + 4);
-    Err(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
+    /// Method 1: the store's fabric, domain and endpoints.
+    fabric: Option<Arc<Fabric>>,
 }
 
 /// FNV-1a: a cheap fingerprint to check that ranks name the same variable.
@@ -143,12 +122,23 @@ impl Store {
             if !(0..=1).contains(&o.role) {
                 bail!(InvalidArgument, "role {} is not 0 (core) or 1 (extra)", o.role);
             }
-            if method != Method::Mpi {
-                bail!(Unsupported, "method {} is not available in this build yet (use method 0)", o.method);
+            if method == Method::Split {
+                bail!(Unsupported, "method {} is not available in this build yet (use method 0 or 1)", o.method);
             }
-            Ok((method, o.width as i64, Config::from_env()?))
+            let cfg = Config::from_env()?;
+            // Options override the environment.
+            let fcfg = FabricConfig {
+                provider: o.fabric_provider.or_else(|| cfg.fabric.clone()),
+                iface: o.fabric_iface.or_else(|| cfg.fabric_iface.clone()),
+                nic_map: o.nic_map.or_else(|| cfg.nic_map.clone()),
+                max_read_bytes: cfg.max_read_bytes,
+                read_timeout_s: cfg.read_timeout_s,
+                force_local_mr: cfg.fabric_local_mr,
+                progress_sleep_us: cfg.progress_sleep_us,
+            };
+            Ok((method, o.width as i64, cfg, fcfg))
         });
-        let (method, width, cfg) = agree(&world, local)?;
+        let (method, width, cfg, fcfg) = agree(&world, local)?;
 
         // Settings that must be identical everywhere.
         let cap = cfg.alltoall_max_bytes as i64;
@@ -167,6 +157,10 @@ impl Store {
             world.split_groups(width as usize)?
         };
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
+        let fabric = match method {
+            Method::Fabric => Some(Arc::new(Fabric::open(&comm, &fcfg)?)),
+            _ => None,
+        };
         Ok(Store {
             comm,
             method,
@@ -175,6 +169,7 @@ impl Store {
             epoch_open: Mutex::new(false),
             exchange: Mutex::new(Scratch::default()),
             mpi_lock,
+            fabric,
         })
     }
 
@@ -235,7 +230,10 @@ impl Store {
         }
         let counts: Vec<i64> = all.iter().map(|m| m[0]).collect();
         let layout = Layout::from_counts(&counts).map_err(|e| err!(InvalidArgument, "variable '{name}': {}", e.msg))?;
-        let transport = Transport::Rma(RmaVar::new(&shard, &self.comm)?);
+        let transport = match &self.fabric {
+            Some(f) => Transport::Fabric(FabricVar::new(f, &shard, &self.comm)?),
+            None => Transport::Rma(RmaVar::new(&shard, &self.comm)?),
+        };
         vars.insert(
             name.to_string(),
             Variable {
@@ -315,24 +313,37 @@ impl Store {
             let offset = local as u64 * v.row_bytes;
             if owner == v.rank {
                 v.shard.read(offset as usize, dst, dst_bytes);
+                t.lap(&v.counters.read_ns);
             } else {
-                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
                 match &v.transport {
-                    Transport::Rma(r) => r.read(owner, offset, dst, dst_bytes)?,
+                    Transport::Rma(r) => {
+                        let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+                        r.read(owner, offset, dst, dst_bytes)?;
+                        t.lap(&v.counters.read_ns);
+                    }
+                    // The engine times its own phases (lock, mr, read, cq).
+                    Transport::Fabric(f) => {
+                        f.read(&[f.op(owner, offset, dst, dst_bytes)], dst, dst_bytes, &v.counters, self.cfg.profile)?
+                    }
                 }
             }
-            t.lap(&v.counters.read_ns);
             v.counters.read_call(count as u64, dst_bytes as u64, if owner == v.rank { count as u64 } else { 0 });
             Ok(())
         })
     }
 
     /// Reads arbitrary rows; row i of `dst` receives global row `indices[i]`.
-    /// Collective for method 0. `args` carries this rank's argument check.
+    /// Collective for method 0, one-sided for method 1. `indices` carries
+    /// this rank's argument check.
     pub fn get_batch(&self, name: &str, dst: *mut u8, dst_bytes: usize, indices: Result<&[i64]>) -> Result<()> {
         self.check_running()?;
         let vars = self.vars.read();
         let var = vars.get(name);
+        if self.method == Method::Fabric {
+            let idx = indices?;
+            let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
+            return self.batch_onesided(v, dst, dst_bytes, idx);
+        }
         let local = indices.and_then(|idx| match var {
             None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
             Some(v) => {
@@ -341,6 +352,49 @@ impl Store {
             }
         });
         self.batch_collective(name, local, dst)
+    }
+
+    /// Method 1: every index is checked, local rows are copied, and the
+    /// remote ones are read with one-sided reads (all posted, then waited for).
+    fn batch_onesided(&self, v: &Variable, dst: *mut u8, dst_bytes: usize, idx: &[i64]) -> Result<()> {
+        v.check_dst("destination", dst_bytes, idx.len() as i64)?;
+        if let Some(i) = idx.iter().position(|&g| v.layout.check(g).is_err()) {
+            bail!(
+                OutOfRange,
+                "index {i} of the batch, global row {}, is out of range [0, {}) of variable '{}'",
+                idx[i],
+                v.layout.total(),
+                v.name
+            );
+        }
+        if idx.is_empty() {
+            return Ok(());
+        }
+        let Transport::Fabric(f) = &v.transport else {
+            bail!(Internal, "variable '{}' has no fabric transport", v.name)
+        };
+        let rb = v.row_bytes as usize;
+        let mut local_rows = 0u64;
+        let mut ops = Vec::with_capacity(idx.len());
+        for (i, &g) in idx.iter().enumerate() {
+            let (owner, local) = v.layout.owner(g);
+            // SAFETY: dst holds idx.len() rows (checked above).
+            let at = unsafe { dst.add(i * rb) };
+            if owner == v.rank {
+                v.shard.read(local as usize * rb, at, rb);
+                local_rows += 1;
+            } else {
+                // Rows adjacent at the owner and in dst (sorted runs) become one read.
+                let off = local as u64 * v.row_bytes;
+                match ops.last_mut() {
+                    Some(last) if f.extends(last, owner, off, at) => last.len += rb,
+                    _ => ops.push(f.op(owner, off, at, rb)),
+                }
+            }
+        }
+        f.read(&ops, dst, dst_bytes, &v.counters, self.cfg.profile)?;
+        v.counters.read_call(idx.len() as u64, dst_bytes as u64, local_rows);
+        Ok(())
     }
 
     /// Method 0: the all-gather of requests and the rounds of all-to-all.
@@ -381,11 +435,30 @@ impl Store {
     }
 
     pub fn register_recv(&self, name: &str, start: usize, len: usize) -> Result<()> {
-        self.with_var(name, |v| if len == 0 { Ok(()) } else { v.register_recv(start, len) })
+        self.with_var(name, |v| {
+            if len == 0 {
+                return Ok(());
+            }
+            let fresh = !v.recv.lock().contains(&(start, len));
+            v.register_recv(start, len)?;
+            if let (true, Transport::Fabric(f)) = (fresh, &v.transport) {
+                if let Err(e) = f.register_recv(start, len) {
+                    let _ = v.unregister_recv(start);
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })
     }
 
     pub fn unregister_recv(&self, name: &str, start: usize) -> Result<()> {
-        self.with_var(name, |v| v.unregister_recv(start))
+        self.with_var(name, |v| {
+            v.unregister_recv(start)?;
+            if let Transport::Fabric(f) = &v.transport {
+                f.unregister_recv(start);
+            }
+            Ok(())
+        })
     }
 
     pub fn info(&self, name: &str) -> Result<VarInfo> {
@@ -398,8 +471,9 @@ impl Store {
                 row_bytes: v.row_bytes,
                 method: self.method,
                 n_ranks: v.layout.n_ranks(),
-                transport: match v.transport {
+                transport: match &v.transport {
                     Transport::Rma(_) => "mpi-rma".to_string(),
+                    Transport::Fabric(f) => f.describe(),
                 },
             })
         })
@@ -423,6 +497,8 @@ impl Store {
         for v in self.vars.read().values() {
             match &v.transport {
                 Transport::Rma(r) => r.sync()?,
+                // Reads go to the shard memory itself: the barrier orders them.
+                Transport::Fabric(_) => {}
             }
         }
         self.comm.barrier()?;
@@ -441,10 +517,17 @@ impl Store {
         }
     }
 
-    /// Collective (method 0): releases every variable in name order (the same
-    /// on every rank). After MPI_Finalize only local memory is released.
+    /// Collective: releases every variable in name order (the same on every
+    /// rank). Method 1 first waits at a barrier, so no peer is still reading
+    /// this rank's memory when it is deregistered. After MPI_Finalize only
+    /// local memory is released.
     pub fn destroy(&self) -> Result<()> {
         let mut first_err = None;
+        if self.fabric.is_some() && mpi::running() {
+            if let Err(e) = self.comm.barrier() {
+                first_err = Some(e);
+            }
+        }
         for (_, mut v) in std::mem::take(&mut *self.vars.write()) {
             if let Err(e) = v.free() {
                 first_err.get_or_insert(e);

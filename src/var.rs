@@ -3,6 +3,7 @@
 
 use parking_lot::Mutex;
 
+use crate::backend::fabric::FabricVar;
 use crate::backend::rma::RmaVar;
 use crate::error::{bail, Result};
 use crate::layout::Layout;
@@ -12,6 +13,7 @@ use crate::shard::Shard;
 /// How remote rows of a variable are reached.
 pub enum Transport {
     Rma(RmaVar),
+    Fabric(FabricVar),
 }
 
 pub struct Variable {
@@ -84,10 +86,14 @@ impl Variable {
         }
     }
 
-    /// Collective for method 0: releases the transport.
+    /// Collective for method 0 (local for method 1): releases the transport.
     pub fn free(&mut self) -> Result<()> {
         match &mut self.transport {
             Transport::Rma(r) => r.free(),
+            Transport::Fabric(f) => {
+                f.free();
+                Ok(())
+            }
         }
     }
 }

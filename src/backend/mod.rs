@@ -1,4 +1,5 @@
 //! Transports that move rows between ranks. Nothing above this module knows
 //! about MPI windows or fabric endpoints.
 
+pub mod fabric;
 pub mod rma;

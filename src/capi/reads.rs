@@ -12,7 +12,8 @@ use crate::error::{bail, Result};
 ///
 /// One-sided (not collective) and thread-safe. Method 0 needs MPI initialised
 /// with MPI_THREAD_MULTIPLE for concurrent calls from several threads (the
-/// store serialises its MPI calls otherwise). Errors: DDS_ERR_UNKNOWN_VARIABLE,
+/// store serialises its MPI calls otherwise); method 1 reads make no MPI
+/// calls. Errors: DDS_ERR_UNKNOWN_VARIABLE,
 /// DDS_ERR_INDEX_OUT_OF_RANGE (`start` outside [0, total rows)),
 /// DDS_ERR_INVALID_ARGUMENT (range crossing a shard end, negative count, NULL
 /// dst), DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_MPI / DDS_ERR_FABRIC /

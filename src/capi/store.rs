@@ -47,10 +47,16 @@ unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
 /// Collective over the communicator. MPI must be initialised. Not thread-safe
 /// with other calls on the same store (there is none yet).
 ///
+/// Method 1 (libfabric) chooses the provider from `fabric_provider` /
+/// DDSTORE_FABRIC, `fabric_iface` / FABRIC_IFACE and `nic_map` /
+/// DDSTORE_NIC_MAP (see docs/fabric.md) and starts a progress thread.
+///
 /// Errors: DDS_ERR_INVALID_ARGUMENT (NULL `out`, MPI_COMM_NULL, bad option
 /// value, option or DDSTORE_ALLTOALL_MAX_BYTES differing across ranks),
 /// DDS_ERR_UNSUPPORTED (a method this build cannot serve), DDS_ERR_BAD_STATE
-/// (MPI not initialised or already finalised), DDS_ERR_MPI.
+/// (MPI not initialised or already finalised), DDS_ERR_FABRIC (method 1: no
+/// usable provider, or the named provider or interface does not exist; on
+/// every rank), DDS_ERR_MPI.
 #[no_mangle]
 pub unsafe extern "C" fn dds_create(comm_f: c_int, options: *const dds_options, out: *mut *mut dds_store) -> dds_status {
     guard("dds_create", || {
@@ -70,9 +76,10 @@ pub unsafe extern "C" fn dds_create(comm_f: c_int, options: *const dds_options, 
 /// holds. `dds_destroy(NULL)` does nothing. A handle that was already
 /// destroyed (or never created) is refused with DDS_ERR_BAD_STATE.
 ///
-/// Collective for method 0 (windows are freed together). Safe after
-/// MPI_Finalize: then only local memory is released. Must not run while
-/// other threads use the store.
+/// Collective while MPI runs: method 0 frees its windows together; method 1
+/// waits at a barrier, so no peer is still reading this rank's memory, then
+/// closes its registrations and endpoints. Safe after MPI_Finalize: then only
+/// local memory is released. Must not run while other threads use the store.
 #[no_mangle]
 pub unsafe extern "C" fn dds_destroy(store: *mut dds_store) -> dds_status {
     guard("dds_destroy", || {

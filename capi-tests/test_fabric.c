@@ -1,0 +1,280 @@
+/* Method 1 (libfabric) specifics, for the provider named by DDSTORE_FABRIC
+ * (shm, tcp): the serving side progresses while its rank is in MPI_Barrier
+ * or asleep, concurrent reading threads, registered destinations, rows split
+ * into pieces, one-sided batches, provider/interface errors, dds_info. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define ELEMS 6
+static int64_t rows_per_rank = 64;
+
+static dds_store *fabric_store(void) { return t_store(DDS_METHOD_FABRIC, 0); }
+
+/* Variable "v": rows_per_rank rows of ELEMS doubles on every rank. */
+static dds_store *make_store(void) {
+  dds_store *s = fabric_store();
+  double *buf = malloc(sizeof(double) * (size_t)(rows_per_rank * ELEMS));
+  t_fill(buf, rows_per_rank, ELEMS, 8, 7, rows_per_rank * t_rank);
+  CHECK(dds_add(s, "v", buf, sizeof(double) * (size_t)(rows_per_rank * ELEMS), rows_per_rank, ELEMS, 8));
+  free(buf);
+  return s;
+}
+
+static double now(void) { return MPI_Wtime(); }
+
+/* dds_info names the provider and domain. */
+static void test_info(void) {
+  dds_store *s = make_store();
+  dds_var_info info = {.struct_size = sizeof info};
+  CHECK(dds_info(s, "v", &info));
+  const char *want = getenv("DDSTORE_FABRIC");
+  char prefix[64];
+  if (!want || !*want)
+    snprintf(prefix, sizeof prefix, "fabric:");
+  else
+    snprintf(prefix, sizeof prefix, "fabric:%s@",
+             (strcmp(want, "tcp") == 0 || strcmp(want, "hsn") == 0) ? "tcp;ofi_rxm" : want);
+  EXPECT(info.method == DDS_METHOD_FABRIC && strncmp(info.transport, prefix, strlen(prefix)) == 0);
+  if (want && strcmp(want, "tcp") == 0) EXPECT(strcmp(info.transport, "fabric:tcp;ofi_rxm@lo") == 0);
+  /* Automatic choice on one node (no native provider here): shm. */
+  if (!want || !*want) EXPECT(strcmp(info.transport, "fabric:shm@shm") == 0);
+  if (t_rank == 0) printf("transport: %s\n", info.transport);
+  CHECK(dds_destroy(s));
+}
+
+/* Rank 0 reads rank 1's rows while rank 1 sits in MPI_Barrier, then while it
+ * sleeps: only its progress thread can serve the reads. */
+static void test_passive_target(void) {
+  if (t_size < 2) return;
+  dds_store *s = make_store();
+  double row[ELEMS];
+  int64_t g0 = rows_per_rank; /* rank 1's first row */
+  for (int phase = 0; phase < 2; phase++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == 0) {
+      double t = now();
+      int ok = 1;
+      for (int i = 0; i < 200; i++) {
+        int64_t g = g0 + i % rows_per_rank;
+        CHECK(dds_get(s, "v", row, sizeof row, g, 1));
+        ok &= t_rows_ok(row, 1, ELEMS, 8, 7, NULL, g);
+      }
+      int64_t idx[32];
+      for (int i = 0; i < 32; i++) idx[i] = g0 + (i * 5) % rows_per_rank;
+      double rows[32 * ELEMS];
+      CHECK(dds_get_batch(s, "v", rows, sizeof rows, idx, 32));
+      ok &= t_rows_ok(rows, 32, ELEMS, 8, 7, idx, 0);
+      EXPECT(ok);
+      const char *prov = getenv("DDSTORE_FABRIC");
+      printf("%s: 200 reads + a 32-row batch from a rank %s: %.1f us per read\n", prov && *prov ? prov : "auto",
+             phase ? "asleep" : "in MPI_Barrier", (now() - t) / 201 * 1e6);
+      if (phase == 1) {
+        int done = 1;
+        MPI_Send(&done, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
+      }
+    } else if (t_rank == 1 && phase == 1) {
+      /* Asleep until rank 0 is done (checked every 10 ms, no MPI progress). */
+      int flag = 0, done;
+      MPI_Request req;
+      MPI_Irecv(&done, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &req);
+      while (!flag) {
+        usleep(10000);
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  CHECK(dds_destroy(s));
+}
+
+/* Batches are one-sided: rank 0 alone reads, the others do nothing. */
+static void test_one_sided_batch(void) {
+  dds_store *s = make_store();
+  int64_t total = rows_per_rank * t_size;
+  if (t_rank == 0) {
+    int64_t idx[50];
+    for (int i = 0; i < 50; i++) idx[i] = total - 1 - (i * 13) % total;
+    double *out = malloc(sizeof(double) * 50 * ELEMS);
+    CHECK(dds_get_batch(s, "v", out, sizeof(double) * 50 * ELEMS, idx, 50));
+    EXPECT(t_rows_ok(out, 50, ELEMS, 8, 7, idx, 0));
+    /* A bad index fails this rank only, and the store stays usable. */
+    idx[3] = total;
+    EXPECT_ERR(dds_get_batch(s, "v", out, sizeof(double) * 50 * ELEMS, idx, 50), DDS_ERR_INDEX_OUT_OF_RANGE,
+               "index 3 of the batch");
+    idx[3] = 0;
+    CHECK(dds_get_batch(s, "v", out, sizeof(double) * 50 * ELEMS, idx, 50));
+    EXPECT(t_rows_ok(out, 50, ELEMS, 8, 7, idx, 0));
+    free(out);
+    /* More reads than a reader endpoint keeps in flight (256): slots are reused. */
+    enum { N = 1500 };
+    int64_t *many = malloc(sizeof(int64_t) * N);
+    double *dst = malloc(sizeof(double) * N * ELEMS);
+    for (int i = 0; i < N; i++) many[i] = (int64_t)((i * 7919LL) % total);
+    CHECK(dds_get_batch(s, "v", dst, sizeof(double) * N * ELEMS, many, N));
+    EXPECT(t_rows_ok(dst, N, ELEMS, 8, 7, many, 0));
+    free(many);
+    free(dst);
+  }
+  CHECK(dds_destroy(s)); /* collective: waits for rank 0's reads */
+}
+
+/* Four threads read many batches of random rows at once. */
+struct worker {
+  dds_store *s;
+  int id, ok;
+};
+
+static void *work(void *arg) {
+  struct worker *w = arg;
+  int64_t total = rows_per_rank * t_size, idx[40];
+  double *out = malloc(sizeof(double) * 40 * ELEMS);
+  unsigned long long x = 1000003ULL * (unsigned long long)(w->id + 1) + (unsigned long long)t_rank;
+  w->ok = 1;
+  for (int b = 0; b < 60 && w->ok; b++) {
+    for (int i = 0; i < 40; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      idx[i] = (int64_t)(x % (unsigned long long)total);
+    }
+    if (dds_get_batch(w->s, "v", out, sizeof(double) * 40 * ELEMS, idx, 40) != DDS_OK) {
+      fprintf(stderr, "rank %d thread %d: %s\n", t_rank, w->id, dds_last_error());
+      w->ok = 0;
+    } else {
+      w->ok = t_rows_ok(out, 40, ELEMS, 8, 7, idx, 0);
+    }
+    double row[ELEMS];
+    if (w->ok && dds_get(w->s, "v", row, sizeof row, idx[0], 1) != DDS_OK) w->ok = 0;
+    if (w->ok) w->ok = t_rows_ok(row, 1, ELEMS, 8, 7, NULL, idx[0]);
+  }
+  free(out);
+  return NULL;
+}
+
+static void test_threads(void) {
+  dds_store *s = make_store();
+  struct worker w[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (struct worker){s, i, 0};
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    EXPECT(w[i].ok);
+  }
+  dds_counters c = {.struct_size = sizeof c};
+  CHECK(dds_profile(s, "v", &c));
+  EXPECT(c.calls == 4 * 60 * 2 && c.rows == 4 * 60 * 41);
+  CHECK(dds_destroy(s));
+}
+
+/* Registered destinations: reads into slices of a registered pool need no
+ * registration (mr_miss unchanged). With DDSTORE_FABRIC_LOCAL_MR=1 the
+ * store registers destinations as FI_MR_LOCAL providers require; without it
+ * (tcp and shm need no local descriptors) mr_miss stays 0 throughout. */
+static void test_registered(int force_local) {
+  if (force_local) setenv("DDSTORE_FABRIC_LOCAL_MR", "1", 1);
+  setenv("DDSTORE_PROFILE", "1", 1);
+  dds_store *s = make_store();
+  unsetenv("DDSTORE_PROFILE");
+  unsetenv("DDSTORE_FABRIC_LOCAL_MR");
+  int64_t total = rows_per_rank * t_size, idx[8];
+  size_t rb = sizeof(double) * ELEMS;
+  double *pool = malloc(rb * 64), *other = malloc(rb * 8);
+  dds_counters c0 = {.struct_size = sizeof c0}, c1 = {.struct_size = sizeof c1};
+  /* An unregistered destination: a miss (when registration is needed). */
+  for (int i = 0; i < 8; i++) idx[i] = (i * rows_per_rank + 5 + i) % total; /* rows of every rank */
+  CHECK(dds_get_batch(s, "v", other, rb * 8, idx, 8));
+  EXPECT(t_rows_ok(other, 8, ELEMS, 8, 7, idx, 0));
+  CHECK(dds_profile(s, "v", &c0));
+  EXPECT(c0.profiling == 1 && c0.mr_miss == (force_local && t_size > 1 ? 1u : 0u));
+  CHECK(dds_register_recv(s, "v", pool, rb * 64));
+  for (int k = 0; k < 8; k++) { /* slices of the pool */
+    CHECK(dds_get_batch(s, "v", pool + k * 8 * ELEMS, rb * 8, idx, 8));
+    EXPECT(t_rows_ok(pool + k * 8 * ELEMS, 8, ELEMS, 8, 7, idx, 0));
+    CHECK(dds_get(s, "v", pool + k * ELEMS, rb, idx[k], 1));
+    EXPECT(t_rows_ok(pool + k * ELEMS, 1, ELEMS, 8, 7, NULL, idx[k]));
+  }
+  CHECK(dds_profile(s, "v", &c1));
+  EXPECT(c1.mr_miss == c0.mr_miss);
+  EXPECT(c1.read_ns > 0 || t_size == 1);
+  CHECK(dds_unregister_recv(s, "v", pool));
+  CHECK(dds_destroy(s));
+  free(pool);
+  free(other);
+}
+
+/* Rows longer than DDSTORE_MAX_READ_BYTES are read in pieces: 12004-byte
+ * rows with 4096-byte pieces (two whole pieces and a remainder). */
+static void test_pieces(void) {
+  setenv("DDSTORE_MAX_READ_BYTES", "4096", 1);
+  dds_store *s = fabric_store();
+  unsetenv("DDSTORE_MAX_READ_BYTES");
+  const int64_t elems = 3001, n = 3; /* 3001 floats = 12004 bytes */
+  size_t rb = (size_t)elems * 4;
+  float *buf = malloc(rb * (size_t)n);
+  t_fill(buf, n, elems, 4, 11, n * t_rank);
+  CHECK(dds_add(s, "big", buf, rb * (size_t)n, n, elems, 4));
+  int64_t total = n * t_size, idx[6];
+  float *out = malloc(rb * 6);
+  for (int64_t g = 0; g < total; g++) {
+    CHECK(dds_get(s, "big", out, rb, g, 1));
+    EXPECT(t_rows_ok(out, 1, elems, 4, 11, NULL, g));
+  }
+  int r = (t_rank + 1) % t_size; /* a whole shard of the next rank in one read */
+  CHECK(dds_get(s, "big", out, rb * (size_t)n, n * r, n));
+  EXPECT(t_rows_ok(out, n, elems, 4, 11, NULL, n * r));
+  for (int i = 0; i < 6; i++) idx[i] = (total - 1 - 2 * i + 6 * total) % total;
+  CHECK(dds_get_batch(s, "big", out, rb * 6, idx, 6));
+  EXPECT(t_rows_ok(out, 6, elems, 4, 11, idx, 0));
+  /* Ascending rows: each owner's run becomes one read (then split in pieces). */
+  int64_t k = total < 6 ? total : 6;
+  for (int i = 0; i < k; i++) idx[i] = total - k + i;
+  memset(out, 0, rb * 6);
+  CHECK(dds_get_batch(s, "big", out, rb * (size_t)k, idx, k));
+  EXPECT(t_rows_ok(out, k, elems, 4, 11, idx, 0));
+  CHECK(dds_destroy(s));
+  free(buf);
+  free(out);
+}
+
+/* A provider or interface that does not exist fails dds_create on every
+ * rank with a message naming it. */
+static void test_bad_provider(void) {
+  char *saved = getenv("DDSTORE_FABRIC") ? strdup(getenv("DDSTORE_FABRIC")) : NULL;
+  dds_options o;
+  dds_store *s = NULL;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_FABRIC;
+  int comm = MPI_Comm_c2f(MPI_COMM_WORLD);
+  setenv("DDSTORE_FABRIC", "nosuchprov", 1);
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_FABRIC, "provider 'nosuchprov' is not available");
+  setenv("DDSTORE_FABRIC", "tcp", 1);
+  setenv("FABRIC_IFACE", "nosuchif", 1);
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_FABRIC, "has no domain 'nosuchif'");
+  setenv("FABRIC_IFACE", "lo", 1);
+  /* Options override the environment. */
+  o.fabric_provider = "nosuchprov2";
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_FABRIC, "'nosuchprov2'");
+  EXPECT(s == NULL);
+  if (saved) {
+    setenv("DDSTORE_FABRIC", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("DDSTORE_FABRIC");
+  }
+}
+
+int main(int argc, char **argv) {
+  t_init(&argc, &argv);
+  test_info();
+  test_passive_target();
+  test_one_sided_batch();
+  test_threads();
+  test_registered(0);
+  test_registered(1);
+  test_pieces();
+  test_bad_provider();
+  return t_finish("test_fabric");
+}

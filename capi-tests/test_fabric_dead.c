@@ -1,0 +1,47 @@
+/* A peer that dies mid-run: rank 1 exits abruptly (no MPI_Finalize, no
+ * dds_destroy) after a barrier; rank 0 then reads its rows and must get
+ * DDS_ERR_TIMEOUT (DDSTORE_READ_TIMEOUT_S=3) or DDS_ERR_FABRIC, not hang.
+ * mpiexec reports the dead rank, so the test passes on rank 0's "PASS" line.
+ * Rank 0 also leaves with _exit: MPI cannot finalise with a dead peer. */
+#include <signal.h>
+#include <unistd.h>
+
+#include "common.h"
+
+int main(int argc, char **argv) {
+  t_init(&argc, &argv);
+  if (t_size != 2) {
+    if (t_rank == 0) printf("test_fabric_dead needs 2 ranks: PASS (skipped)\n");
+    MPI_Finalize();
+    return 0;
+  }
+  setenv("DDSTORE_READ_TIMEOUT_S", "3", 1);
+  dds_store *s = t_store(DDS_METHOD_FABRIC, 0);
+  double rows[4 * 2];
+  t_fill(rows, 4, 2, 8, 3, 4 * t_rank);
+  CHECK(dds_add(s, "v", rows, sizeof rows, 4, 2, 8));
+  double row[2];
+  CHECK(dds_get(s, "v", row, sizeof row, 4 * (1 - t_rank), 1)); /* connections are up */
+  int ok = t_rows_ok(row, 1, 2, 8, 3, NULL, 4 * (1 - t_rank));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (t_rank == 1) {
+    fflush(stdout);
+    _exit(0);
+  }
+  usleep(500000); /* rank 1 is gone */
+  double t = MPI_Wtime();
+  int64_t idx[3] = {5, 6, 0};
+  double out[3 * 2];
+  dds_status st = dds_get_batch(s, "v", out, sizeof out, idx, 3);
+  double took = MPI_Wtime() - t;
+  printf("rank 0: read from a dead peer -> %s after %.1f s: %s\n", dds_status_string(st), took, dds_last_error());
+  dds_status st2 = dds_get(s, "v", row, sizeof row, 4, 1);
+  printf("rank 0: second read -> %s: %s\n", dds_status_string(st2), dds_last_error());
+  /* Local rows still read fine. */
+  dds_status st3 = dds_get(s, "v", row, sizeof row, 1, 1);
+  ok = ok && (st == DDS_ERR_TIMEOUT || st == DDS_ERR_FABRIC) && (st2 == DDS_ERR_TIMEOUT || st2 == DDS_ERR_FABRIC) &&
+       took < 30 && st3 == DDS_OK && t_rows_ok(row, 1, 2, 8, 3, NULL, 1);
+  printf("test_fabric_dead: %s\n", ok ? "PASS" : "FAIL");
+  fflush(stdout);
+  _exit(ok ? 0 : 1);
+}

@@ -1,0 +1,385 @@
+//! One store's libfabric objects: fabric, domain, address vector, the
+//! serving endpoint and its progress thread, and a pool of reader endpoints.
+
+use std::ffi::CStr;
+use std::os::raw::c_char;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use libfabric_sys::*;
+use parking_lot::{Condvar, Mutex};
+
+use super::endpoint::{Endpoint, MAX_NAME};
+use super::progress::Progress;
+use super::select::{self, Request};
+use super::fi_err;
+use crate::error::{bail, err, Result};
+use crate::mpi::{agree, Comm};
+
+/// Reader endpoints per store when the provider allows several.
+const MAX_READERS: usize = 4;
+/// Reads in flight per reader endpoint (bounded by the provider's queue).
+const MAX_SLOTS: usize = 256;
+
+/// What `Fabric::open` needs from the store's options and environment.
+#[derive(Clone, Debug, Default)]
+pub struct FabricConfig {
+    pub provider: Option<String>,
+    pub iface: Option<String>,
+    pub nic_map: Option<String>,
+    pub max_read_bytes: u64,
+    pub read_timeout_s: f64,
+    /// Register destinations even when the provider does not need it
+    /// (`DDSTORE_FABRIC_LOCAL_MR=1`, a testing aid for the FI_MR_LOCAL path).
+    pub force_local_mr: bool,
+    /// `DDSTORE_PROGRESS_SLEEP_US`: sleep between polls of a serving CQ
+    /// without a wait object (shm).
+    pub progress_sleep_us: u64,
+}
+
+/// A reader endpoint with its operation contexts. Slot i's context is
+/// `ctx[i]`; a completion's context pointer gives back the slot.
+pub struct Reader {
+    pub ep: Endpoint,
+    pub ctx: Vec<fi_context2>,
+    pub free: Vec<u32>,
+    /// Owner rank and length of the read in each busy slot.
+    pub slot_owner: Vec<u32>,
+    pub slot_len: Vec<usize>,
+}
+
+impl Reader {
+    pub fn slot_of(&self, ctx: *mut std::os::raw::c_void) -> Option<usize> {
+        let base = self.ctx.as_ptr() as usize;
+        let off = (ctx as usize).checked_sub(base)?;
+        let i = off / std::mem::size_of::<fi_context2>();
+        (off % std::mem::size_of::<fi_context2>() == 0 && i < self.ctx.len()).then_some(i)
+    }
+}
+
+struct Pool {
+    idle: Vec<Reader>,
+    count: usize,
+}
+
+/// Fixed-size record of one rank's serving address, for the all-gather.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct AddrRecord {
+    len: u64,
+    prov_fp: u64,
+    bytes: [u8; MAX_NAME],
+}
+
+impl Default for AddrRecord {
+    fn default() -> Self {
+        AddrRecord { len: 0, prov_fp: 0, bytes: [0; MAX_NAME] }
+    }
+}
+
+pub struct Fabric {
+    pub prov: String,
+    pub domain_name: String,
+    pub mr_mode: i32,
+    /// Destinations need a registration and a local descriptor.
+    pub need_local: bool,
+    /// Largest single read.
+    pub max_piece: u64,
+    pub read_timeout: Option<Duration>,
+    /// fi_addr_t of each rank's serving endpoint, by store rank.
+    pub peers: Vec<fi_addr_t>,
+    pub rank: usize,
+    info: *mut fi_info,
+    fabric: *mut fid_fabric,
+    pub(super) domain: *mut fid_domain,
+    av: *mut fid_av,
+    server: Option<Endpoint>,
+    progress: Option<Progress>,
+    pool: Mutex<Pool>,
+    pool_cv: Condvar,
+    max_readers: usize,
+    slots: usize,
+    next_key: AtomicU64,
+}
+
+// SAFETY: FI_THREAD_SAFE domain; mutable state is behind locks or atomics.
+unsafe impl Send for Fabric {}
+unsafe impl Sync for Fabric {}
+
+fn cstr(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: libfabric strings are NUL-terminated.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+fn fingerprint(s: &str) -> u64 {
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+/// Mode bits that libfabric 2.x headers may no longer define (values from
+/// the 1.x `fabric.h`, unchanged in the ABI).
+const MODE_CONTEXT: u64 = 1 << 59;
+const MODE_LOCAL_MR: u64 = 1 << 55;
+
+/// `fi_getinfo` for RDM endpoints with RMA read, thread-safe domains.
+/// Returns the list head (caller frees) or the error.
+unsafe fn query() -> Result<*mut fi_info> {
+    let hints = ddsfi_allocinfo();
+    if hints.is_null() {
+        bail!(NoMemory, "fi_allocinfo failed");
+    }
+    (*hints).caps = FI_RMA | FI_READ | FI_REMOTE_READ;
+    (*hints).mode = MODE_CONTEXT | FI_CONTEXT2 | MODE_LOCAL_MR;
+    (*(*hints).ep_attr).type_ = FI_EP_RDM;
+    (*(*hints).domain_attr).mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    (*(*hints).domain_attr).threading = FI_THREAD_SAFE;
+    let mut info = ptr::null_mut();
+    let ret = ddsfi_getinfo(ddsfi_header_version(), ptr::null(), ptr::null(), 0, hints, &mut info);
+    ddsfi_freeinfo(hints);
+    if ret == -(FI_ENODATA as i32) {
+        return Ok(ptr::null_mut());
+    }
+    fi_err(ret as isize, "fi_getinfo")?;
+    Ok(info)
+}
+
+impl Fabric {
+    /// Collective over `comm`: chooses the provider, opens the objects, and
+    /// exchanges serving addresses. A failure on any rank fails every rank.
+    pub fn open(comm: &Comm, cfg: &FabricConfig) -> Result<Fabric> {
+        let single_node = comm.single_node()?;
+        let local = Fabric::open_local(comm, cfg, single_node);
+        let mut fab = agree(comm, local)?;
+
+        // Every rank must have chosen the same provider.
+        let name = fab.server.as_ref().unwrap().name();
+        let mut rec = AddrRecord { prov_fp: fingerprint(&fab.prov), ..Default::default() };
+        if let Ok(n) = &name {
+            rec.len = n.len() as u64;
+            rec.bytes[..n.len()].copy_from_slice(n);
+        }
+        let name_ok = agree(comm, name.map(|_| ()));
+        let all = comm.allgather(&rec)?;
+        name_ok?;
+        if let Some(r) = all.iter().position(|x| x.prov_fp != all[0].prov_fp) {
+            bail!(
+                Fabric,
+                "ranks chose different libfabric providers (rank 0 and rank {r}; this rank: {}@{}); \
+                 set DDSTORE_FABRIC and FABRIC_IFACE to the same values on every rank",
+                fab.prov,
+                fab.domain_name
+            );
+        }
+        // SAFETY: the address vector is open.
+        let inserted = unsafe { fab.insert_peers(&all) };
+        agree(comm, inserted)?;
+        let blocking = fab.server_blocking();
+        let started = Progress::start(fab.server.as_ref().unwrap().cq, blocking, Duration::from_micros(cfg.progress_sleep_us))
+            .map_err(|e| err!(Internal, "cannot start the progress thread: {e}"));
+        fab.progress = Some(agree(comm, started)?);
+        Ok(fab)
+    }
+
+    fn server_blocking(&self) -> bool {
+        !self.prov.eq_ignore_ascii_case("shm")
+    }
+
+    fn open_local(comm: &Comm, cfg: &FabricConfig, single_node: bool) -> Result<Fabric> {
+        let mut iface = cfg.iface.clone();
+        if iface.is_none() {
+            if let Some(map) = &cfg.nic_map {
+                let parsed = select::parse_nic_map(map).map_err(|e| err!(InvalidArgument, "{e}"))?;
+                iface = select::nic_for_affinity(&parsed, &select::affinity());
+            }
+        }
+        let req = Request { provider: cfg.provider.clone(), iface, single_node };
+        // SAFETY: the info list is walked read-only and freed once.
+        unsafe {
+            let list = query()?;
+            let mut cands = Vec::new();
+            let mut entries = Vec::new();
+            let mut p = list;
+            while !p.is_null() {
+                cands.push((cstr((*(*p).fabric_attr).prov_name), cstr((*(*p).domain_attr).name)));
+                entries.push(p);
+                p = (*p).next;
+            }
+            let chosen = select::choose(&cands, &req);
+            let info = chosen.as_ref().ok().map(|&i| ddsfi_dupinfo(entries[i]));
+            ddsfi_freeinfo(list);
+            let i = chosen.map_err(|m| err!(Fabric, "{m}"))?;
+            let info = info.filter(|p| !p.is_null()).ok_or_else(|| err!(NoMemory, "fi_dupinfo failed"))?;
+            let (prov, domain_name) = cands[i].clone();
+            // Default operation flags may include FI_INJECT (cxi), which
+            // would cap reads at the inject size: reads use no default flags.
+            (*(*info).tx_attr).op_flags = 0;
+            let mr_mode = (*(*info).domain_attr).mr_mode;
+            let need_local = mr_mode & FI_MR_LOCAL != 0 || (*info).mode & MODE_LOCAL_MR != 0 || cfg.force_local_mr;
+            let max_msg = (*(*info).ep_attr).max_msg_size as u64;
+            let max_piece = cfg.max_read_bytes.min(if max_msg > 0 { max_msg } else { u64::MAX }).max(1);
+            let tx_size = (*(*info).tx_attr).size;
+            let mut fab = Fabric {
+                prov,
+                domain_name,
+                mr_mode,
+                need_local,
+                max_piece,
+                read_timeout: (cfg.read_timeout_s > 0.0).then(|| Duration::from_secs_f64(cfg.read_timeout_s)),
+                peers: Vec::new(),
+                rank: comm.rank(),
+                info,
+                fabric: ptr::null_mut(),
+                domain: ptr::null_mut(),
+                av: ptr::null_mut(),
+                server: None,
+                progress: None,
+                pool: Mutex::new(Pool { idle: Vec::new(), count: 0 }),
+                pool_cv: Condvar::new(),
+                max_readers: if mr_mode & FI_MR_ENDPOINT != 0 { 1 } else { MAX_READERS },
+                slots: if tx_size == 0 { MAX_SLOTS } else { tx_size.min(MAX_SLOTS) },
+                next_key: AtomicU64::new(1),
+            };
+            let what = |e: crate::error::Error| {
+                err!(Fabric, "libfabric provider {}@{}: {}", fab_name(info), dom_name(info), e.msg)
+            };
+            fi_err(ddsfi_fabric((*info).fabric_attr, &mut fab.fabric, ptr::null_mut()) as isize, "fi_fabric").map_err(what)?;
+            fi_err(ddsfi_domain(fab.fabric, info, &mut fab.domain, ptr::null_mut()) as isize, "fi_domain").map_err(what)?;
+            let mut av_attr = fi_av_attr { type_: FI_AV_TABLE, count: comm.size(), ..Default::default() };
+            fi_err(ddsfi_av_open(fab.domain, &mut av_attr, &mut fab.av, ptr::null_mut()) as isize, "fi_av_open")
+                .map_err(what)?;
+            let server = if fab.server_blocking() {
+                Endpoint::open(fab.domain, info, fab.av, FI_WAIT_UNSPEC, 64)
+                    .or_else(|_| Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64))
+            } else {
+                Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64)
+            };
+            fab.server = Some(server.map_err(what)?);
+            // One reader now (endpoints are slow to open); more on demand.
+            let r = fab.new_reader().map_err(what)?;
+            fab.pool.get_mut().idle.push(r);
+            fab.pool.get_mut().count = 1;
+            Ok(fab)
+        }
+    }
+
+    unsafe fn insert_peers(&mut self, all: &[AddrRecord]) -> Result<()> {
+        let mut names = Vec::with_capacity(all.len() * all[0].len as usize);
+        for (r, rec) in all.iter().enumerate() {
+            if rec.len != all[0].len {
+                bail!(Fabric, "endpoint address of rank {r} has {} bytes, rank 0's has {}", rec.len, all[0].len);
+            }
+            names.extend_from_slice(&rec.bytes[..rec.len as usize]);
+        }
+        let mut addrs = vec![addr_unspec(); all.len()];
+        let n = ddsfi_av_insert(self.av, names.as_ptr().cast(), all.len(), addrs.as_mut_ptr(), 0, ptr::null_mut());
+        if n as usize != all.len() {
+            bail!(Fabric, "fi_av_insert of {} peer addresses inserted {n} ({})", all.len(), errstr(n));
+        }
+        self.peers = addrs;
+        Ok(())
+    }
+
+    /// A fresh, unique key for a registration (providers without FI_MR_PROV_KEY).
+    pub fn next_key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The endpoint MRs are bound to when the provider wants FI_MR_ENDPOINT
+    /// (the serving endpoint; with that mode the pool has one reader, and
+    /// local MRs are bound to the serving endpoint too only if the provider
+    /// allows it; untested here, no provider on this machine sets it).
+    pub fn bind_ep(&self) -> *mut fid_ep {
+        self.server.as_ref().map_or(ptr::null_mut(), |s| s.ep)
+    }
+
+    fn new_reader(&self) -> Result<Reader> {
+        // SAFETY: open objects of this domain.
+        let ep = unsafe { Endpoint::open(self.domain, self.info, self.av, FI_WAIT_NONE, self.slots * 2) }?;
+        Ok(Reader {
+            ep,
+            ctx: vec![fi_context2::default(); self.slots],
+            free: (0..self.slots as u32).rev().collect(),
+            slot_owner: vec![0; self.slots],
+            slot_len: vec![0; self.slots],
+        })
+    }
+
+    /// Takes a reader endpoint for the calling thread: an idle one, a new one
+    /// while the pool is below its size, or waits for one.
+    pub fn acquire(&self) -> Result<Reader> {
+        let mut pool = self.pool.lock();
+        loop {
+            if let Some(r) = pool.idle.pop() {
+                return Ok(r);
+            }
+            if pool.count < self.max_readers {
+                pool.count += 1;
+                drop(pool);
+                let r = self.new_reader();
+                if r.is_err() {
+                    self.pool.lock().count -= 1;
+                    self.pool_cv.notify_one();
+                }
+                return r;
+            }
+            self.pool_cv.wait(&mut pool);
+        }
+    }
+
+    /// Returns a reader; `healthy` false closes it (reads may still be in
+    /// flight on it: closing the endpoint cancels them).
+    pub fn release(&self, r: Reader, healthy: bool) {
+        let mut pool = self.pool.lock();
+        if healthy {
+            pool.idle.push(r);
+        } else {
+            pool.count -= 1;
+            drop(pool);
+            drop(r);
+        }
+        self.pool_cv.notify_one();
+    }
+
+    /// `fabric:<provider>@<domain>`.
+    pub fn describe(&self) -> String {
+        format!("fabric:{}@{}", self.prov, self.domain_name)
+    }
+}
+
+unsafe fn fab_name(info: *mut fi_info) -> String {
+    cstr((*(*info).fabric_attr).prov_name)
+}
+
+unsafe fn dom_name(info: *mut fi_info) -> String {
+    cstr((*(*info).domain_attr).name)
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.progress.take() {
+            p.stop();
+        }
+        self.pool.get_mut().idle.clear();
+        self.server = None;
+        // SAFETY: everything opened on the domain is closed above (MRs are
+        // owned by variables, which hold this fabric alive until they drop).
+        unsafe {
+            if !self.av.is_null() {
+                ddsfi_close(self.av.cast());
+            }
+            if !self.domain.is_null() {
+                ddsfi_close(self.domain.cast());
+            }
+            if !self.fabric.is_null() {
+                ddsfi_close(self.fabric.cast());
+            }
+            if !self.info.is_null() {
+                ddsfi_freeinfo(self.info);
+            }
+        }
+    }
+}

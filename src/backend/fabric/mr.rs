@@ -1,0 +1,122 @@
+//! Memory registrations: a variable's shard (remote read only) and read
+//! destinations (local, only when the provider needs local descriptors).
+
+use std::os::raw::c_void;
+use std::ptr;
+use std::sync::Arc;
+
+use libfabric_sys::*;
+use parking_lot::Mutex;
+
+use super::domain::Fabric;
+use super::fi_err;
+use crate::error::Result;
+
+pub struct Mr {
+    raw: *mut fid_mr,
+}
+
+// SAFETY: an MR is immutable after registration; FI_THREAD_SAFE domain.
+unsafe impl Send for Mr {}
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Registers `len` bytes at `buf` with `access`, following the domain's
+    /// MR mode (requested unique key unless the provider chooses keys; bind
+    /// and enable on `bind_ep` for FI_MR_ENDPOINT).
+    pub fn register(fab: &Fabric, buf: *const u8, len: usize, access: u64, bind_ep: *mut fid_ep) -> Result<Mr> {
+        let key = if fab.mr_mode & FI_MR_PROV_KEY != 0 { 0 } else { fab.next_key() };
+        let mut raw = ptr::null_mut();
+        // SAFETY: buf covers len bytes and outlives the registration (owners
+        // close the MR before freeing the memory).
+        unsafe {
+            fi_err(
+                ddsfi_mr_reg(fab.domain, buf.cast(), len, access, 0, key, 0, &mut raw, ptr::null_mut()) as isize,
+                "fi_mr_reg",
+            )?;
+            let mr = Mr { raw };
+            if fab.mr_mode & FI_MR_ENDPOINT != 0 {
+                fi_err(ddsfi_mr_bind(raw, bind_ep.cast(), 0) as isize, "fi_mr_bind")?;
+                fi_err(ddsfi_mr_enable(raw) as isize, "fi_mr_enable")?;
+            }
+            Ok(mr)
+        }
+    }
+
+    pub fn key(&self) -> u64 {
+        // SAFETY: a registered MR.
+        unsafe { ddsfi_mr_key(self.raw) }
+    }
+
+    pub fn desc(&self) -> *mut c_void {
+        // SAFETY: a registered MR.
+        unsafe { ddsfi_mr_desc(self.raw) }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: we own the registration.
+        unsafe { ddsfi_close(self.raw.cast()) };
+    }
+}
+
+/// A registered destination range.
+#[derive(Clone)]
+pub struct LocalMr {
+    pub start: usize,
+    pub len: usize,
+    pub mr: Arc<Mr>,
+}
+
+impl LocalMr {
+    fn covers(&self, start: usize, len: usize) -> bool {
+        start >= self.start && start + len <= self.start + self.len
+    }
+}
+
+/// Destination registrations of one variable: pinned ranges from
+/// `dds_register_recv` and a one-slot cache of the last automatic one.
+/// Reads hold an `Arc` to their MR, so replacing the cache or unregistering
+/// never closes an MR that a read in flight still uses.
+#[derive(Default)]
+pub struct RecvRegs {
+    pinned: Mutex<Vec<LocalMr>>,
+    cache: Mutex<Option<LocalMr>>,
+}
+
+impl RecvRegs {
+    pub fn pin(&self, fab: &Fabric, start: usize, len: usize) -> Result<()> {
+        let mr = Mr::register(fab, start as *const u8, len, FI_READ, fab.bind_ep())?;
+        self.pinned.lock().push(LocalMr { start, len, mr: Arc::new(mr) });
+        Ok(())
+    }
+
+    pub fn unpin(&self, start: usize) {
+        let mut p = self.pinned.lock();
+        if let Some(i) = p.iter().position(|m| m.start == start) {
+            p.swap_remove(i);
+        }
+    }
+
+    /// The MR covering [start, start+len): pinned, cached, or newly
+    /// registered (`true` = a miss that registered memory).
+    pub fn lookup(&self, fab: &Fabric, start: usize, len: usize) -> Result<(Arc<Mr>, bool)> {
+        if let Some(m) = self.pinned.lock().iter().find(|m| m.covers(start, len)) {
+            return Ok((m.mr.clone(), false));
+        }
+        let mut cache = self.cache.lock();
+        if let Some(m) = cache.as_ref().filter(|m| m.covers(start, len)) {
+            return Ok((m.mr.clone(), false));
+        }
+        *cache = None;
+        let mr = Arc::new(Mr::register(fab, start as *const u8, len, FI_READ, fab.bind_ep())?);
+        *cache = Some(LocalMr { start, len, mr: mr.clone() });
+        Ok((mr, true))
+    }
+
+    pub fn clear(&self) {
+        self.pinned.lock().clear();
+        *self.cache.lock() = None;
+    }
+}

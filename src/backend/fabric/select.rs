@@ -1,0 +1,272 @@
+//! Provider and domain choice for method 1 (pure functions, unit-tested).
+//!
+//! The candidates are the `(provider, domain)` pairs that one `fi_getinfo`
+//! (RDM endpoint, RMA read as initiator and target) returns. Rules:
+//!
+//! * `DDSTORE_FABRIC` (or `dds_options.fabric_provider`) names a provider.
+//!   `hsn` and `tcp` mean `tcp;ofi_rxm`; a name without `;` also matches
+//!   `<name>;ofi_rxm` (so `verbs` finds `verbs;ofi_rxm`). Matching ignores case.
+//! * `FABRIC_IFACE` (or `dds_options.fabric_iface`) names a domain. It applies
+//!   to network providers only: `shm` (whose domain is not an interface)
+//!   ignores it. For `cxi`, an `hsnN` interface name means domain `cxiN`.
+//!   When it applies and no domain of the provider has that name, the
+//!   choice fails (with an explicit provider) or the provider is skipped
+//!   (automatic choice; `tcp;ofi_rxm`, the last resort, fails).
+//! * With no provider named: native high-speed providers first (`cxi`,
+//!   `verbs;ofi_rxm`, `efa`, `psm3`, `opx`), then `shm` when every rank of the
+//!   store runs on one node, then `tcp;ofi_rxm`.
+//! * Without `FABRIC_IFACE`, `DDSTORE_NIC_MAP` (`nic=cpus;nic=cpus`, CPUs as
+//!   single numbers or `lo-hi` ranges separated by commas) picks the NIC whose
+//!   CPUs overlap this process's CPU affinity (the alphabetically first when
+//!   several do); it then acts as `FABRIC_IFACE`. No match: no interface
+//!   constraint (never an exit).
+
+/// Native providers in order of preference for the automatic choice.
+pub const NATIVE: [&str; 6] = ["cxi", "verbs;ofi_rxm", "verbs", "efa", "psm3", "opx"];
+
+/// The canonical spelling of a requested provider name.
+pub fn normalize_provider(name: &str) -> String {
+    let n = name.trim().to_ascii_lowercase();
+    match n.as_str() {
+        "hsn" | "tcp" | "tcp;rxm" => "tcp;ofi_rxm".to_string(),
+        _ => n,
+    }
+}
+
+/// True when the candidate provider `prov` satisfies the request `want`
+/// (already normalised).
+pub fn provider_matches(want: &str, prov: &str) -> bool {
+    let p = prov.to_ascii_lowercase();
+    p == want || (!want.contains(';') && p == format!("{want};ofi_rxm"))
+}
+
+/// Whether `FABRIC_IFACE` constrains the domain of provider `prov`.
+pub fn iface_applies(prov: &str) -> bool {
+    !prov.eq_ignore_ascii_case("shm")
+}
+
+/// The domain name an interface stands for with provider `prov` (`hsnN` is
+/// `cxiN` for the cxi provider).
+pub fn domain_for_iface(prov: &str, iface: &str) -> String {
+    if prov.eq_ignore_ascii_case("cxi") {
+        if let Some(n) = iface.strip_prefix("hsn") {
+            return format!("cxi{n}");
+        }
+    }
+    iface.to_string()
+}
+
+/// What the caller asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub provider: Option<String>,
+    pub iface: Option<String>,
+    pub single_node: bool,
+}
+
+fn domains_of(cands: &[(String, String)], pred: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut d: Vec<String> = cands.iter().filter(|c| pred(&c.0)).map(|c| c.1.clone()).collect();
+    d.dedup();
+    d
+}
+
+/// First candidate of a provider matching `want`, honouring the interface.
+/// `Ok(None)`: the provider is absent; `Err(domains)`: present, but no domain
+/// matches the interface.
+fn pick(cands: &[(String, String)], want: &str, iface: Option<&str>) -> Result<Option<usize>, Vec<String>> {
+    let mut seen = false;
+    for (i, (p, d)) in cands.iter().enumerate() {
+        if !provider_matches(want, p) {
+            continue;
+        }
+        seen = true;
+        match iface {
+            Some(f) if iface_applies(p) && *d != domain_for_iface(p, f) => continue,
+            _ => return Ok(Some(i)),
+        }
+    }
+    if seen {
+        Err(domains_of(cands, |p| provider_matches(want, p)))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Chooses the index of the candidate to use, or says why none fits.
+pub fn choose(cands: &[(String, String)], req: &Request) -> Result<usize, String> {
+    let iface = req.iface.as_deref();
+    let all_provs = || {
+        let mut p: Vec<&str> = cands.iter().map(|c| c.0.as_str()).collect();
+        p.dedup();
+        if p.is_empty() {
+            "none".to_string()
+        } else {
+            p.join(", ")
+        }
+    };
+    if let Some(want) = &req.provider {
+        let want = normalize_provider(want);
+        return match pick(cands, &want, iface) {
+            Ok(Some(i)) => Ok(i),
+            Ok(None) => Err(format!(
+                "libfabric provider '{want}' is not available for RDM endpoints with RMA read \
+                 (available: {}); check DDSTORE_FABRIC",
+                all_provs()
+            )),
+            Err(domains) => Err(format!(
+                "libfabric provider '{want}' has no domain '{}' (FABRIC_IFACE={}; its domains: {})",
+                domain_for_iface(&want, iface.unwrap_or("")),
+                iface.unwrap_or(""),
+                domains.join(", ")
+            )),
+        };
+    }
+    for want in NATIVE {
+        if let Ok(Some(i)) = pick(cands, want, iface) {
+            return Ok(i);
+        }
+    }
+    if req.single_node {
+        if let Ok(Some(i)) = pick(cands, "shm", iface) {
+            return Ok(i);
+        }
+    }
+    match pick(cands, "tcp;ofi_rxm", iface) {
+        Ok(Some(i)) => Ok(i),
+        Ok(None) => Err(format!(
+            "no usable libfabric provider for RDM endpoints with RMA read (available: {}); \
+             set DDSTORE_FABRIC",
+            all_provs()
+        )),
+        Err(domains) => Err(format!(
+            "no usable libfabric provider: FABRIC_IFACE={} matches no domain of tcp;ofi_rxm \
+             (its domains: {}); set FABRIC_IFACE or DDSTORE_FABRIC",
+            iface.unwrap_or(""),
+            domains.join(", ")
+        )),
+    }
+}
+
+/// Parses a CPU list: `0-3,8,10-11`.
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("'{part}' is not a CPU number or lo-hi range");
+        if let Some((lo, hi)) = part.split_once('-') {
+            let lo: usize = lo.trim().parse().map_err(|_| bad())?;
+            let hi: usize = hi.trim().parse().map_err(|_| bad())?;
+            if hi < lo || hi - lo > 1 << 16 {
+                return Err(bad());
+            }
+            out.extend(lo..=hi);
+        } else {
+            out.push(part.parse().map_err(|_| bad())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `DDSTORE_NIC_MAP`: `nic=cpus;nic=cpus`.
+pub fn parse_nic_map(s: &str) -> Result<Vec<(String, Vec<usize>)>, String> {
+    let mut out = Vec::new();
+    for entry in s.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((nic, cpus)) = entry.split_once('=') else {
+            return Err(format!("DDSTORE_NIC_MAP entry '{entry}' is not nic=cpus"));
+        };
+        let nic = nic.trim();
+        if nic.is_empty() {
+            return Err(format!("DDSTORE_NIC_MAP entry '{entry}' has no NIC name"));
+        }
+        let cpus = parse_cpus(cpus).map_err(|e| format!("DDSTORE_NIC_MAP entry '{entry}': {e}"))?;
+        out.push((nic.to_string(), cpus));
+    }
+    Ok(out)
+}
+
+/// The NIC of `map` nearest to a process bound to `affinity`: the
+/// alphabetically first NIC sharing a CPU with it.
+pub fn nic_for_affinity(map: &[(String, Vec<usize>)], affinity: &[usize]) -> Option<String> {
+    let mut hits: Vec<&String> =
+        map.iter().filter(|(_, cpus)| cpus.iter().any(|c| affinity.contains(c))).map(|(n, _)| n).collect();
+    hits.sort();
+    hits.first().map(|s| s.to_string())
+}
+
+/// CPUs this process may run on.
+pub fn affinity() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(p, d)| (p.to_string(), d.to_string())).collect()
+    }
+
+    fn req(p: Option<&str>, i: Option<&str>, single: bool) -> Request {
+        Request { provider: p.map(String::from), iface: i.map(String::from), single_node: single }
+    }
+
+    #[test]
+    fn names_normalise() {
+        assert_eq!(normalize_provider("hsn"), "tcp;ofi_rxm");
+        assert_eq!(normalize_provider(" TCP "), "tcp;ofi_rxm");
+        assert_eq!(normalize_provider("shm"), "shm");
+        assert!(provider_matches("verbs", "verbs;ofi_rxm"));
+        assert!(provider_matches("tcp;ofi_rxm", "tcp;ofi_rxm"));
+        assert!(!provider_matches("tcp;ofi_rxm", "tcp"));
+        assert!(!provider_matches("shm", "sockets"));
+        assert_eq!(domain_for_iface("cxi", "hsn1"), "cxi1");
+        assert_eq!(domain_for_iface("tcp;ofi_rxm", "hsn1"), "hsn1");
+    }
+
+    #[test]
+    fn explicit_provider_and_iface() {
+        let cands = c(&[("tcp;ofi_rxm", "eth0"), ("tcp;ofi_rxm", "lo"), ("shm", "shm"), ("sockets", "lo")]);
+        assert_eq!(choose(&cands, &req(Some("tcp"), Some("lo"), false)), Ok(1));
+        assert_eq!(choose(&cands, &req(Some("hsn"), None, false)), Ok(0));
+        // The interface does not apply to shm.
+        assert_eq!(choose(&cands, &req(Some("shm"), Some("lo"), true)), Ok(2));
+        let e = choose(&cands, &req(Some("tcp"), Some("nosuchif"), false)).unwrap_err();
+        assert!(e.contains("nosuchif") && e.contains("eth0, lo"), "{e}");
+        let e = choose(&cands, &req(Some("nosuchprov"), None, false)).unwrap_err();
+        assert!(e.contains("'nosuchprov'") && e.contains("shm"), "{e}");
+    }
+
+    #[test]
+    fn automatic_order() {
+        let cands = c(&[("tcp;ofi_rxm", "lo"), ("shm", "shm"), ("verbs;ofi_rxm", "mlx5_0")]);
+        assert_eq!(choose(&cands, &req(None, None, true)), Ok(2));
+        // A native provider whose domain does not match the interface is skipped.
+        assert_eq!(choose(&cands, &req(None, Some("lo"), true)), Ok(1));
+        assert_eq!(choose(&cands, &req(None, Some("lo"), false)), Ok(0));
+        let e = choose(&cands, &req(None, Some("eth9"), false)).unwrap_err();
+        assert!(e.contains("eth9"), "{e}");
+        assert!(choose(&c(&[("udp;ofi_rxd", "lo")]), &req(None, None, false)).is_err());
+        let cxi = c(&[("tcp;ofi_rxm", "hsn0"), ("cxi", "cxi0"), ("cxi", "cxi1")]);
+        assert_eq!(choose(&cxi, &req(None, Some("hsn1"), false)), Ok(2));
+    }
+
+    #[test]
+    fn nic_map() {
+        let m = parse_nic_map("hsn0=0-3,8;hsn1=4-7, 9 ;").unwrap();
+        assert_eq!(m, vec![("hsn0".to_string(), vec![0, 1, 2, 3, 8]), ("hsn1".to_string(), vec![4, 5, 6, 7, 9])]);
+        assert_eq!(nic_for_affinity(&m, &[5]), Some("hsn1".to_string()));
+        assert_eq!(nic_for_affinity(&m, &[3, 4]), Some("hsn0".to_string()));
+        assert_eq!(nic_for_affinity(&m, &[42]), None);
+        assert!(parse_nic_map("hsn0").is_err());
+        assert!(parse_nic_map("=1").is_err());
+        assert!(parse_nic_map("hsn0=3-1").is_err());
+        assert!(parse_nic_map("hsn0=a").is_err());
+        assert!(!affinity().is_empty());
+    }
+}
