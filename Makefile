@@ -25,7 +25,10 @@ export UCX_TLS ?= self,sm
 # the system MPI (the binary wheel expects a library Debian does not ship).
 VENV ?= $(CURDIR)/.venv
 
-.PHONY: all deps build header install test test-rust test-c test-python demo clean
+.PHONY: all deps build header install test test-rust test-c test-python fuzz demo clean
+
+# Seconds each fuzz target runs in `make test` (`make fuzz` defaults to 60).
+FUZZ_SECONDS ?= 30
 
 all: build
 
@@ -74,10 +77,16 @@ $(VENV)/bin/python:
 test-python: install-test-prefix $(VENV)/bin/python
 	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
 
+# cargo-fuzz targets for the pure parts (ownership, round planning, option
+# and NIC-map parsing), each for a bounded time.
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh
+
 test: deps
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-c
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory fuzz
 
 demo: deps install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo

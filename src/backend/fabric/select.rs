@@ -178,6 +178,9 @@ pub fn parse_nic_map(s: &str) -> Result<Vec<(String, Vec<usize>)>, String> {
             return Err(format!("DDSTORE_NIC_MAP entry '{entry}' has no NIC name"));
         }
         let cpus = parse_cpus(cpus).map_err(|e| format!("DDSTORE_NIC_MAP entry '{entry}': {e}"))?;
+        if cpus.is_empty() {
+            return Err(format!("DDSTORE_NIC_MAP entry '{entry}' lists no CPUs"));
+        }
         out.push((nic.to_string(), cpus));
     }
     Ok(out)
@@ -267,6 +270,9 @@ mod tests {
         assert!(parse_nic_map("=1").is_err());
         assert!(parse_nic_map("hsn0=3-1").is_err());
         assert!(parse_nic_map("hsn0=a").is_err());
+        // Found by the nic_map fuzz target: an entry without CPUs matches nothing.
+        assert!(parse_nic_map("hsn0=").unwrap_err().contains("lists no CPUs"));
+        assert!(parse_nic_map("hsn0=0;hsn1= , ").is_err());
         assert!(!affinity().is_empty());
     }
 }
