@@ -267,17 +267,15 @@ impl Fabric {
     }
 
     unsafe fn insert_peers(&mut self, all: &[AddrRecord]) -> Result<()> {
-        let mut names = Vec::with_capacity(all.len() * all[0].len as usize);
-        for (r, rec) in all.iter().enumerate() {
-            if rec.len != all[0].len {
-                bail!(Fabric, "endpoint address of rank {r} has {} bytes, rank 0's has {}", rec.len, all[0].len);
-            }
-            names.extend_from_slice(&rec.bytes[..rec.len as usize]);
-        }
+        // One insert per peer: address lengths may differ between ranks (shm
+        // names vary from 19 to 21 bytes), and a batched fi_av_insert reads
+        // every address with the length of the first.
         let mut addrs = vec![addr_unspec(); all.len()];
-        let n = ddsfi_av_insert(self.av, names.as_ptr().cast(), all.len(), addrs.as_mut_ptr(), 0, ptr::null_mut());
-        if n as usize != all.len() {
-            bail!(Fabric, "fi_av_insert of {} peer addresses inserted {n} ({})", all.len(), errstr(n));
+        for (r, rec) in all.iter().enumerate() {
+            let n = ddsfi_av_insert(self.av, rec.bytes.as_ptr().cast(), 1, &mut addrs[r], 0, ptr::null_mut());
+            if n != 1 {
+                bail!(Fabric, "fi_av_insert of rank {r}'s endpoint address ({} bytes) failed ({})", rec.len, errstr(n));
+            }
         }
         self.peers = addrs;
         Ok(())
