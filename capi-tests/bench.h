@@ -1,0 +1,120 @@
+/* Shared declarations of the libddstore benchmark (bench.c, bench_floors.c,
+ * bench_mem.c). See docs/performance.md for what is measured and why. */
+#ifndef DDS_BENCH_H
+#define DDS_BENCH_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ddstore.h"
+
+/* Destinations of a read. */
+enum { DEST_REUSED, DEST_FRESH, DEST_REGISTERED, N_DEST };
+extern const char *const DEST_NAME[N_DEST];
+
+/* Which rows a path leaves in its destination, for the verification: the
+ * requested rows in request order; the same grouped by owner rank (request
+ * order inside each owner), as a raw MPI_Alltoallv delivers them; or, for the
+ * memcpy floor, the rows at the same offsets of this rank's own shard. */
+enum { ORDER_REQUEST, ORDER_BY_OWNER, ORDER_LOCAL };
+
+/* Settings of one run (command line). */
+typedef struct {
+  int quick;
+  int repeats;             /* timed repeats per measurement */
+  double min_repeat_s;     /* each repeat times calls for at least this long */
+  int64_t shard_bytes;     /* per rank, for the timed part */
+  int64_t max_batch_bytes; /* the batch sweep stops where batch x row > this */
+  int n_sizes;
+  int64_t sizes[8];
+  const char *out_path;
+  int append;
+  const char *mem_mode; /* NULL (timing run), "add" or "chunked" */
+  int64_t mem_bytes;    /* shard of the memory check */
+  int64_t chunk_bytes;  /* chunk of the chunked memory check */
+  double max_noise;      /* retry a group when other processes took more of the CPUs */
+  int retries;
+  int mem_node_local;   /* DDSTORE_NODE_LOCAL for the memory check; -1: as set */
+  int thread_level;
+  const char *only_paths;   /* comma-separated path names to run (NULL: all) */
+  const char *only_methods; /* comma-separated method labels to run (NULL: all) */
+  const char *only_dests;   /* comma-separated destination kinds to run (NULL: all) */
+} bench_opts;
+
+/* Everything one row size needs: the data, the random rows, the floor window. */
+typedef struct {
+  int me, np;
+  int64_t rb;          /* bytes per row (a multiple of 8) */
+  int64_t rows;        /* rows per rank (equal shards) */
+  int64_t total;       /* rows of the whole table */
+  char *mine;          /* this rank's shard, filled with the pattern (floors read it) */
+  int64_t pool_len;    /* random rows per rank in the pool */
+  int64_t **idx;       /* idx[q][i]: i-th random global row of rank q */
+  int32_t **own;       /* its owner */
+  int64_t **off;       /* its byte offset inside the owner's shard */
+  MPI_Win win;         /* floor window over `mine` */
+  int win_locked_all;  /* 1 while the floor window is in a lock_all epoch */
+  MPI_Datatype row_t;  /* one row, for the floor MPI_Alltoallv */
+  /* Scratch of the MPI_Alltoallv floor. */
+  char *a2a_send;
+  int64_t a2a_send_cap;
+  int *a2a_counts; /* 4 x np: scounts, sdispls, rcounts, rdispls */
+} bench_ctx;
+
+/* One read call: `batch` rows, the pool rows [cursor, cursor + batch) of this
+ * rank, into `dst`. `state` is the path's own data. */
+typedef void (*read_fn)(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+
+/* A measured path. */
+typedef struct {
+  const char *method; /* transport family: "mpi", "host", "fabric:..." */
+  const char *path;   /* "store" or a floor name, e.g. "mpi-get-pipelined" */
+  const char *op;     /* "get" (batch 1) or "get_batch" */
+  int batch;
+  int dest;
+  int order;
+  read_fn fn;
+  void *state;
+  dds_store *store; /* store paths: for dds_register_recv and dds_profile */
+  const char *var;
+} bench_path;
+
+/* Statistics of one measurement (microseconds per row). */
+typedef struct {
+  double med, min, max;  /* this rank, over repeats */
+  double max_rank_med;   /* max over ranks of each rank's median */
+  int64_t calls;         /* calls per repeat */
+  int repeats;
+  int verified;          /* 1: every rank's verification read was correct */
+} bench_stats;
+
+/* bench.c */
+extern bench_opts g_opt;
+void die(const char *what, dds_status s);
+#define TRY(call)                                 \
+  do {                                            \
+    dds_status st_ = (call);                      \
+    if (st_ != DDS_OK) die(#call, st_);           \
+  } while (0)
+uint64_t pattern_word(int64_t g, int64_t k);
+void fill_rows(char *buf, int64_t g0, int64_t rows, int64_t rb);
+int64_t check_rows(const char *buf, const int64_t *gs, int64_t rows, int64_t rb);
+double now_s(void);
+void *xmalloc(size_t n);
+
+/* bench_floors.c: the floors of the same transports, with no store logic. */
+void floor_memcpy(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floor_mpi_get_lock(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floor_mpi_get_flush(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floor_mpi_get_pipelined(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floor_mpi_alltoallv(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floors_mpi_setup(bench_ctx *c);
+void floors_mpi_teardown(bench_ctx *c);
+void floors_mpi_lock_all(bench_ctx *c, int on);
+
+/* bench_mem.c: the memory check (one mode per program invocation, because
+ * the peak RSS of a process cannot be reset). */
+int mem_check(FILE *out);
+
+#endif

@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+"""Turns the benchmark's JSON lines into docs/results.md and docs/results.png.
+
+    bench-report.py build/bench/results.jsonl --md docs/results.md --png docs/results.png
+
+Input: the records written by capi-tests/bench (`meta`, `skip`, `measure`,
+`end`, `memory`). The Markdown page has a header (machine, load, date,
+commit), the targets with met/missed, one table per row size (store next to
+its floors, with ratios), the batch sweep and the memory check. The section
+between `<!-- analysis:begin -->` and `<!-- analysis:end -->` of
+docs/performance.md (the hand-written analysis of misses) is copied in.
+Only the standard library is needed for the Markdown; matplotlib for the PNG.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+TARGET = 1.25  # store / floor
+NOISE_LIMIT = 0.10  # replaced by the run's --max-noise
+GROUP_NOTE = {
+    "mpi": "method 0, node-local reads off: remote rows over MPI; floors timed interleaved with it",
+    "mpi+local": "method 0, node-local reads on (the default): rows of this node copied from shared memory",
+    "fabric:shm": "method 1, libfabric shm provider, node-local reads off",
+    "fabric:tcp": "method 1, libfabric tcp;ofi_rxm on lo, node-local reads off",
+    "fabric+local": "method 1 (shm), node-local reads on",
+}
+MEM_SLACK = 0.05
+BATCH = 128
+
+
+def merge(runs):
+    """Several runs of the same program: meta/end from the first, and for every
+    group of measurements (paths timed together) the run in which other
+    processes took the least CPU while that group ran."""
+    if len(runs) == 1:
+        return runs[0]
+    best = {}
+    for n, recs in enumerate(runs):
+        groups = {}
+        for r in recs:
+            if r.get("type") == "measure":
+                groups.setdefault(r.get("group_key"), []).append(r)
+        for key, rs in groups.items():
+            noise = max(r.get("other_cpu", 1.0) for r in rs)
+            if key not in best or noise < best[key][0]:
+                best[key] = (noise, rs)
+    first = runs[0]
+    out = [r for r in first if r.get("type") in ("meta", "skip")]
+    order = []
+    for recs in runs:
+        for r in recs:
+            if r.get("type") == "measure" and r.get("group_key") not in order:
+                order.append(r.get("group_key"))
+    for key in order:
+        out += best[key][1]
+    mem = {}
+    for recs in runs:
+        for r in recs:
+            if r.get("type") == "memory":
+                mem[(r["mode"], r.get("node_local"), r["rank"])] = r
+    out += list(mem.values())
+    ends = [r for recs in runs for r in recs if r.get("type") == "end"]
+    if ends:
+        end = dict(ends[0])
+        end["seconds"] = round(sum(e.get("seconds", 0) for e in ends), 1)
+        end["verified"] = all(e.get("verified") for e in ends)
+        end["loadavg_end"] = ends[-1].get("loadavg_end")
+        noisy = sum(1 for noise, _ in best.values() if noise > end.get("max_noise", NOISE_LIMIT))
+        end["noisy_groups"] = noisy
+        end["merged_runs"] = len(runs)
+        out.append(end)
+    return out
+
+
+def load(path):
+    recs = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{n}: not JSON: {e}")
+    return recs
+
+
+def git(*args):
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def commit():
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return head + ("-dirty" if dirty else "")
+
+
+def mem_total_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return float("nan")
+
+
+def size_name(b):
+    if b >= 2**20 and b % 2**20 == 0:
+        return f"{b // 2**20} MiB"
+    if b >= 1000:
+        return f"{b / 1024:g} KiB"
+    return f"{b} B"
+
+
+def fmt(x, digits=3):
+    if x is None:
+        return "–"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.{digits}f}" if x < 1 else f"{x:.2f}"
+
+
+def noise(m):
+    """Other processes' CPU share while the record's group ran; bold when above the run's limit."""
+    if "other_cpu" not in m:
+        return "?"
+    txt = f"{100 * m['other_cpu']:.0f}%"
+    return f"**{txt}**" if m["other_cpu"] > NOISE_LIMIT else txt
+
+
+def ratio_txt(r, ok=None):
+    if r is None:
+        return "–"
+    s = f"{r:.2f}x"
+    if ok is False:
+        s = f"**{s}**"
+    return s
+
+
+class Results:
+    def __init__(self, recs):
+        self.meta = next((r for r in recs if r.get("type") == "meta"), {})
+        self.end = next((r for r in recs if r.get("type") == "end"), {})
+        self.skips = [r for r in recs if r.get("type") == "skip"]
+        self.meas = [r for r in recs if r.get("type") == "measure"]
+        self.mem = [r for r in recs if r.get("type") == "memory"]
+        self.sizes = sorted({m["row_bytes"] for m in self.meas})
+        self.methods = []
+        for m in self.meas:
+            if m["kind"] == "store" and m["method"] not in self.methods:
+                self.methods.append(m["method"])
+
+    def find(self, path, rb, batch, dest="reused", method=None, op=None, group=None):
+        """The record of a path; with `group`, one timed in that group if any."""
+        hits = [m for m in self.meas
+                if m["path"] == path and m["row_bytes"] == rb and m["batch"] == batch and m["dest"] == dest
+                and (method is None or m["method"] == method) and (op is None or m["op"] == op)]
+        if group is not None:
+            mine = [m for m in hits if m.get("group") == group]
+            hits = mine or hits
+        return hits[0] if hits else None
+
+    def med(self, *a, **k):
+        m = self.find(*a, **k)
+        return m["us_per_row"]["median"] if m else None
+
+
+def targets(R):
+    """Rows of (target, where, figure, met) for the targets table."""
+    rows = []
+    for meth in R.methods:
+        for rb in R.sizes:
+            b = R.find("store", rb, BATCH, method=meth, op="get_batch")
+            if b and b.get("ratio_to_floor") is not None:
+                r = b["ratio_to_floor"]
+                rows.append((f"{meth}: dds_get_batch ({BATCH}) ≤ {TARGET}x batch floor", size_name(rb),
+                             f"{r:.2f}x ({fmt(b['us_per_row']['median'])} vs "
+                             f"{fmt(R.med(b['floor'], rb, BATCH, group=meth))} us/row, {b['floor']})", r <= TARGET))
+        for rb in R.sizes:
+            g = R.find("store", rb, 1, method=meth, op="get")
+            if g and g.get("ratio_to_floor") is not None:
+                r = g["ratio_to_floor"]
+                rows.append((f"{meth}: dds_get ≤ {TARGET}x single-op floor", size_name(rb),
+                             f"{r:.2f}x ({fmt(g['us_per_row']['median'])} vs {fmt(R.med(g['floor'], rb, 1, group=meth))} us/row, "
+                             f"{g['floor']})", r <= TARGET))
+        for rb in R.sizes:
+            g = R.med("store", rb, 1, method=meth, op="get")
+            b = R.med("store", rb, BATCH, method=meth, op="get_batch")
+            if g is None or b is None:
+                continue
+            slower = [m["batch"] for m in R.meas if m["kind"] == "store" and m["method"] == meth and
+                      m["op"] == "get_batch" and m["row_bytes"] == rb and m["dest"] == "reused" and
+                      m["us_per_row"]["median"] > g]
+            extra = f"; sweep batches slower than dds_get: {', '.join(map(str, sorted(slower)))}" if slower else ""
+            rows.append((f"{meth}: batch ({BATCH}) never slower per row than dds_get", size_name(rb),
+                         f"{b / g:.2f}x ({fmt(b)} vs {fmt(g)} us/row){extra}", b <= g))
+        if meth == "mpi":
+            for rb in R.sizes:
+                b = R.find("store", rb, BATCH, method=meth, op="get_batch")
+                if b and "mpi-alltoallv" in b.get("ratios", {}):
+                    r = b["ratios"]["mpi-alltoallv"]
+                    rows.append((f"mpi: dds_get_batch ({BATCH}) ≤ {TARGET}x raw MPI_Alltoallv", size_name(rb),
+                                 f"{r:.2f}x ({fmt(b['us_per_row']['median'])} vs "
+                                 f"{fmt(R.med('mpi-alltoallv', rb, BATCH, group=meth))} us/row)", r <= TARGET))
+    for mode, what in (("add", "dds_add peak ≤ shard + 5%"), ("chunked", "dds_init + dds_update peak ≤ shard + chunk + 5%")):
+        for nl in sorted({m.get("node_local", -1) for m in R.mem if m["mode"] == mode}):
+            recs = [m for m in R.mem if m["mode"] == mode and m.get("node_local", -1) == nl]
+            worst = max(recs, key=lambda m: m["extra_peak_bytes"] / m["limit_bytes"])
+            extra = worst["extra_peak_bytes"] / 2**20
+            limit = worst["limit_bytes"] / 2**20
+            where = {1: "node-local on (shm segment)", 0: "node-local off (heap)"}.get(nl, "")
+            rows.append((what, f"{size_name(worst['shard_bytes'])} shard, {where}, worst of {len(recs)} ranks",
+                         f"{extra:.1f} MiB (limit {limit:.1f} MiB, {worst['ratio_to_shard']:.3f}x shard)",
+                         all(m["met"] for m in recs)))
+    return rows
+
+
+def row_table(R, rb, group):
+    out = ["| path | op | batch | dest | us/row median | min | max | max over ranks | floor | store/floor | other ratios | other CPU |",
+           "|---|---|---:|---|---:|---:|---:|---:|---|---:|---|---:|"]
+    keep = [m for m in R.meas if m["row_bytes"] == rb and m.get("group") == group and m["batch"] in (1, BATCH)]
+    # single ops before batches, floors before the store
+    keep.sort(key=lambda m: (m["batch"], m["op"] != "get", m["kind"] == "store",
+                             ["reused", "fresh", "registered"].index(m["dest"])))
+    for m in keep:
+        u = m["us_per_row"]
+        path = m["path"] if m["kind"] == "floor" else "**store**"
+        r = m.get("ratio_to_floor")
+        others = ", ".join(f"{k} {v:.2f}x" for k, v in m.get("ratios", {}).items() if k != m.get("floor"))
+        ok = None if r is None else r <= TARGET
+        out.append(f"| {path} | {m['op']} | {m['batch']} | {m['dest']} | {fmt(u['median'])} | {fmt(u['min'])} | "
+                   f"{fmt(u['max'])} | {fmt(u['max_rank_median'])} | {m.get('floor') or ''} | {ratio_txt(r, ok)} | "
+                   f"{others} | {noise(m)} |")
+    return out
+
+
+def sweep_table(R):
+    batches = sorted({m["batch"] for m in R.meas if m["op"] == "get_batch"})
+    out = []
+    for rb in R.sizes:
+        paths = []
+        for m in R.meas:
+            if m["row_bytes"] == rb and m["op"] == "get_batch" and m["dest"] == "reused":
+                key = (m["kind"], m.get("group"), m["path"])
+                if key not in paths and (m["kind"] == "store" or not any(p[2] == m["path"] for p in paths)):
+                    paths.append(key)
+        if not paths:
+            continue
+        out.append(f"\n**{size_name(rb)} rows** (us/row, median of rank 0; reused destination)\n")
+        out.append("| path | " + " | ".join(str(b) for b in batches) + " |")
+        out.append("|---|" + "---:|" * len(batches))
+        for kind, grp, path in paths:
+            cells = []
+            for b in batches:
+                v = R.med(path, rb, b, op="get_batch", group=grp)
+                cells.append(fmt(v))
+            name = f"**store ({grp})**" if kind == "store" else f"floor: {path}"
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        for grp in R.methods:
+            g = R.med("store", rb, 1, op="get", method=grp)
+            if g is not None:
+                out.append(f"| dds_get ({grp}), for comparison | {fmt(g)} |" + " |" * (len(batches) - 1))
+    return out
+
+
+def memory_table(R):
+    if not R.mem:
+        return ["(not run)"]
+    out = ["| mode | node-local | rank | shard | chunk | baseline RSS | peak above baseline (minus source) | limit | x shard | met | time in the calls |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for m in R.mem:
+        nl = {1: "on", 0: "off"}.get(m.get("node_local"), "?")
+        out.append(f"| {m['mode']} | {nl} | {m['rank']} | {size_name(m['shard_bytes'])} | "
+                   f"{size_name(m['chunk_bytes']) if m['chunk_bytes'] else '–'} | {m['baseline_rss'] / 2**20:.1f} MiB | "
+                   f"{m['extra_peak_bytes'] / 2**20:.1f} MiB | {m['limit_bytes'] / 2**20:.1f} MiB | "
+                   f"{m['ratio_to_shard']:.3f} | {'yes' if m['met'] else '**no**'} | {m['seconds']:.2f} s |")
+    return out
+
+
+def analysis(perf_md):
+    try:
+        text = open(perf_md).read()
+    except OSError:
+        return []
+    a, b = "<!-- analysis:begin -->", "<!-- analysis:end -->"
+    if a not in text or b not in text:
+        return []
+    return [text.split(a, 1)[1].split(b, 1)[0].strip()]
+
+
+def markdown(R, perf_md):
+    meta, end = R.meta, R.end
+    la0 = meta.get("loadavg_start", [None] * 3)
+    la1 = end.get("loadavg_end", [None] * 3)
+    other = f"{100 * end['other_cpu_share']:.1f}%" if "other_cpu_share" in end else "?"
+    L = ["# Benchmark results", "",
+         "Generated by `make bench` (capi-tests/bench, scripts/bench-report.py); do not edit by hand. "
+         "How it is measured: [performance.md](performance.md).", "",
+         "| | |", "|---|---|",
+         f"| date | {meta.get('date', '?')} |",
+         f"| commit | `{commit()}` (libddstore {meta.get('version', '?')}) |",
+         f"| machine | {meta.get('cpu', '?')}, {meta.get('cpus', '?')} CPUs, {mem_total_gib():.0f} GiB, "
+         f"{platform.system()} {platform.release()} |",
+         f"| MPI | {meta.get('mpi', '?')}; UCX_TLS={meta.get('env', {}).get('UCX_TLS', '')}; "
+         f"thread level {meta.get('thread_level', '?')} |",
+         f"| ranks | {meta.get('ranks', '?')} (both ranks run every configuration at once) |",
+         f"| load average (1, 5, 15 min) | start {la0[0]} {la0[1]} {la0[2]}, end {la1[0]} {la1[1]} {la1[2]} |",
+         f"| other CPU | {other} of the machine's CPU time during the run went to other processes; "
+         f"{end.get('noisy_groups', '?')} groups of measurements stayed above {100 * NOISE_LIMIT:.0f}% after "
+         "retries (their figures are marked in bold in the \"other CPU\" column) |",
+         f"| settings | {meta.get('repeats')} repeats of ≥ {meta.get('min_repeat_ms')} ms each; shard "
+         f"{size_name(meta.get('shard_bytes', 0))} per rank; batch sweep up to {size_name(meta.get('max_batch_bytes', 0))} "
+         f"per call; {'quick run' if meta.get('quick') else 'full run'}; {end.get('seconds', '?')} s"
+         + (f"; merged from {end['merged_runs']} runs, each group from the quietest" if end.get("merged_runs") else "")
+         + " |",
+         f"| every read verified | {'yes' if end.get('verified') else '**NO**'} |", ""]
+    if R.skips:
+        L += ["Skipped methods (probed with `dds_create`):", ""]
+        L += [f"- `{s['method']}` (method {s['method_code']}): {s['status']}: {s['reason']}" for s in R.skips]
+        L.append("")
+    L += ["## Targets", "",
+          f"Ratios are store / floor of rank 0's medians (microseconds per row per rank, reused destinations, batch {BATCH}).",
+          "", "| target | where | figure | met |", "|---|---|---|---|"]
+    for t, where, fig, ok in targets(R):
+        L.append(f"| {t} | {where} | {fig} | {'yes' if ok else '**no**'} |")
+    L += ["", "Owner lookup (1M random rows over 100,000 simulated ranks, target < 100 ns/row) is measured by "
+          "`cargo bench --bench layout`, not by this program.", ""]
+    L += ["## Per row size", "",
+          "Microseconds per row per rank: rank 0's median over the repeats, its min and max, and the largest "
+          "median of any rank. Floors read the same rows with the same transport and no store logic. "
+          "Destinations: reused (one buffer), fresh (malloc per call), registered (`dds_register_recv`).", ""]
+    for rb in R.sizes:
+        L += [f"### {size_name(rb)} rows ({rb} bytes)", ""]
+        for grp in R.methods:
+            L += [f"**{grp}** ({GROUP_NOTE.get(grp, '')}):", ""] + row_table(R, rb, grp) + [""]
+    L += ["## Batch sweep", ""] + sweep_table(R) + [""]
+    L += ["## Memory", "",
+          "Peak resident memory (VmHWM) above the baseline (VmRSS after MPI_Init and dds_create); for `add`, "
+          "minus the source buffer. Separate program runs (a peak cannot be reset).", ""] + memory_table(R) + [""]
+    an = analysis(perf_md)
+    if an:
+        L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "
+              "by hand for the run it names.)", ""] + an + [""]
+    L.append("![us per row against row size](results.png)")
+    return "\n".join(L) + "\n"
+
+
+def plot_lines(R, pred):
+    """(label, is_store, group, path) of the lines to draw among records matching
+    `pred`: one per store group, one per floor (from the first group timing it)."""
+    lines, floors_seen = [], set()
+    for m in R.meas:
+        if not pred(m):
+            continue
+        if m["kind"] == "store":
+            key = (f"store ({m['group']})", True, m["group"], "store")
+        else:
+            if m["path"] in floors_seen:
+                continue
+            floors_seen.add(m["path"])
+            key = (f"floor: {m['path']}", False, m["group"], m["path"])
+        if key not in lines:
+            lines.append(key)
+    return lines
+
+
+def plot(R, png):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(18, 6))
+    panels = [("single rows (dds_get; floors: batch 1)", 1, "get"), (f"batches of {BATCH} (dds_get_batch)", BATCH, "get_batch")]
+    for ax, (title, batch, op) in zip(axes, panels):
+        pred = lambda m: m["batch"] == batch and m["dest"] == "reused" and m["op"] == op
+        for label, is_store, grp, path in plot_lines(R, pred):
+            pts = [(rb, R.med(path, rb, batch, op=op, group=grp)) for rb in R.sizes]
+            pts = [(x, y) for x, y in pts if y is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if is_store else "s--",
+                    lw=2.2 if is_store else 1.2, ms=5 if is_store else 4, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("row size")
+        ax.set_ylabel("us per row per rank (median)")
+        ax.set_title(title)
+        ax.set_xticks(R.sizes)
+        ax.set_xticklabels([size_name(s) for s in R.sizes])
+        ax.minorticks_off()
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    ax = axes[2]
+    mid = R.sizes[1] if len(R.sizes) > 1 else R.sizes[0]
+    pred = lambda m: m["row_bytes"] == mid and m["op"] == "get_batch" and m["dest"] == "reused"
+    for label, is_store, grp, path in plot_lines(R, pred):
+        pts = sorted((m["batch"], m["us_per_row"]["median"]) for m in R.meas
+                     if pred(m) and m["path"] == path and m.get("group") == grp)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if is_store else "s--",
+                lw=2.2 if is_store else 1.2, ms=5 if is_store else 4, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (rows per call)")
+    ax.set_ylabel("us per row per rank (median)")
+    ax.set_title(f"batch sweep, {size_name(mid)} rows")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
+    meta, end = R.meta, R.end
+    other = f", other CPU {100 * end['other_cpu_share']:.0f}%" if "other_cpu_share" in end else ""
+    fig.suptitle(f"libddstore {meta.get('version', '')} @ {commit()}: {meta.get('ranks', '?')} ranks, "
+                 f"{meta.get('cpu', '')} ({meta.get('cpus', '?')} CPUs), {meta.get('date', '')}{other}. "
+                 "Solid: store; dashed: floors (same rows, raw transport)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="+",
+                    help="JSON lines written by capi-tests/bench; several runs are merged group by group, "
+                         "keeping for each group the run with the least CPU taken by other processes")
+    ap.add_argument("--md", default="docs/results.md")
+    ap.add_argument("--png", default="docs/results.png")
+    ap.add_argument("--perf-md", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
+                                                      "performance.md"),
+                    help="page whose analysis section is copied into the results")
+    args = ap.parse_args()
+    R = Results(merge([load(f) for f in args.results]))
+    global NOISE_LIMIT
+    NOISE_LIMIT = R.end.get("max_noise", NOISE_LIMIT)
+    if not R.meas:
+        sys.exit(f"{' '.join(args.results)}: no measurements")
+    with open(args.md, "w") as f:
+        f.write(markdown(R, args.perf_md))
+    if args.png:
+        plot(R, args.png)
+    print(f"wrote {args.md}" + (f" and {args.png}" if args.png else ""))
+    for t, where, fig, ok in targets(R):
+        print(f"{'met   ' if ok else 'MISSED'} {t} [{where}]: {fig}")
+
+
+if __name__ == "__main__":
+    main()
