@@ -16,6 +16,9 @@ int main(int argc, char **argv) {
     return 0;
   }
   setenv("DDSTORE_READ_TIMEOUT_S", "3", 1);
+  /* The peer is on this node: with node-local reads its rows would still be
+   * copied from its (surviving) shared memory. This test is about the fabric. */
+  setenv("DDSTORE_NODE_LOCAL", "0", 1);
   dds_store *s = t_store(DDS_METHOD_FABRIC, 0);
   double rows[4 * 2];
   t_fill(rows, 4, 2, 8, 3, 4 * t_rank);

@@ -47,6 +47,8 @@ program test_fortran_layout
   call fact('dds_var_info.n_ranks', off(c_loc(v%n_ranks), c_loc(v)))
   call fact('dds_var_info.transport', off(c_loc(v%transport), c_loc(v)))
   call fact('sizeof(dds_var_info.transport)', int(size(v%transport), c_int64_t))
+  call fact('dds_var_info.node_local', off(c_loc(v%node_local), c_loc(v)))
+  call fact('dds_var_info.node_ranks', off(c_loc(v%node_ranks), c_loc(v)))
 
   call fact('sizeof(dds_counters)', int(c_sizeof(c), c_int64_t))
   call fact('dds_counters.struct_size', off(c_loc(c%struct_size), c_loc(c)))

@@ -92,6 +92,8 @@ module ddstore
     integer(c_int32_t) :: method = 0
     integer(c_int32_t) :: n_ranks = 0
     character(kind=c_char) :: transport(64) = c_null_char
+    integer(c_int32_t) :: node_local = 0
+    integer(c_int32_t) :: node_ranks = 0
   end type c_dds_var_info
 
   type, bind(C), public :: c_dds_counters
@@ -130,6 +132,8 @@ module ddstore
     integer :: method = 0                     ! DDS_METHOD_* of the store
     integer :: n_ranks = 0                    ! ranks holding shards
     character(len=64) :: transport = ''       ! e.g. "mpi-rma"
+    logical :: node_local = .false.           ! same-node owners' rows copied directly
+    integer :: node_ranks = 0                 ! ranks whose rows are copied directly
   end type dds_var_info_t
 
   ! What dds_profile returns: per-variable read counters; times in ns,
@@ -149,6 +153,7 @@ module ddstore
   public :: c_dds_create, c_dds_destroy, c_dds_epoch_begin, c_dds_epoch_end, c_dds_join
   public :: c_dds_init, c_dds_add, c_dds_update, c_dds_info, c_dds_profile
   public :: c_dds_get, c_dds_get_batch, c_dds_register_recv, c_dds_unregister_recv
+  public :: c_dds_join_expect, c_dds_remove, c_dds_extra_done, c_dds_wait_extras
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -206,6 +211,35 @@ module ddstore
       character(kind=c_char), intent(in) :: name(*)
       integer(c_int) :: st
     end function c_dds_join
+
+    function c_dds_join_expect(store, name, row_elems, item_size) bind(C, name="dds_join_expect") result(st)
+      import :: c_int, c_ptr, c_char, c_int64_t, c_int32_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int64_t), value :: row_elems
+      integer(c_int32_t), value :: item_size
+      integer(c_int) :: st
+    end function c_dds_join_expect
+
+    function c_dds_remove(store, name) bind(C, name="dds_remove") result(st)
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int) :: st
+    end function c_dds_remove
+
+    function c_dds_extra_done(store) bind(C, name="dds_extra_done") result(st)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: store
+      integer(c_int) :: st
+    end function c_dds_extra_done
+
+    function c_dds_wait_extras(store, n_extras, timeout_ms) bind(C, name="dds_wait_extras") result(st)
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: store
+      integer(c_int64_t), value :: n_extras, timeout_ms
+      integer(c_int) :: st
+    end function c_dds_wait_extras
 
     function c_dds_init(store, name, local_rows, row_elems, item_size) bind(C, name="dds_init") result(st)
       import :: c_int, c_ptr, c_char, c_int64_t, c_int32_t
@@ -304,6 +338,7 @@ module ddstore
   ! Friendly interface
   ! ---------------------------------------------------------------------
   public :: dds_create, dds_destroy, dds_epoch_begin, dds_epoch_end, dds_join
+  public :: dds_remove, dds_extra_done, dds_wait_extras
   public :: dds_init, dds_add, dds_update, dds_get, dds_get_batch
   public :: dds_register_recv, dds_unregister_recv, dds_info, dds_profile
   public :: dds_version, dds_status_string, dds_last_error_message
@@ -459,6 +494,34 @@ contains
     call finish(c_dds_join(store%handle, c_chars(name)), status)
   end subroutine dds_join
 
+  ! Frees variable `name` (collective on core members; local on method-2 extras).
+  subroutine dds_remove(store, name, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer, intent(out), optional :: status
+    call finish(c_dds_remove(store%handle, c_chars(name)), status)
+  end subroutine dds_remove
+
+  ! Method-2 extra member: announces it has finished reading.
+  subroutine dds_extra_done(store, status)
+    type(dds_store_t), intent(in) :: store
+    integer, intent(out), optional :: status
+    call finish(c_dds_extra_done(store%handle), status)
+  end subroutine dds_extra_done
+
+  ! Method-2 core (collective): waits until n_extras extra stores are done;
+  ! timeout_ms < 0 (the default) means DDSTORE_HANDSHAKE_TIMEOUT_S.
+  subroutine dds_wait_extras(store, n_extras, timeout_ms, status)
+    type(dds_store_t), intent(in) :: store
+    integer, intent(in) :: n_extras
+    integer(c_int64_t), intent(in), optional :: timeout_ms
+    integer, intent(out), optional :: status
+    integer(c_int64_t) :: t
+    t = -1
+    if (present(timeout_ms)) t = timeout_ms
+    call finish(c_dds_wait_extras(store%handle, int(n_extras, c_int64_t), t), status)
+  end subroutine dds_wait_extras
+
   ! =====================================================================
   ! Queries
   ! =====================================================================
@@ -482,6 +545,8 @@ contains
       info%row_bytes = raw%row_bytes
       info%method = int(raw%method)
       info%n_ranks = int(raw%n_ranks)
+      info%node_local = raw%node_local /= 0
+      info%node_ranks = int(raw%node_ranks)
       do i = 1, size(raw%transport)
         if (raw%transport(i) == c_null_char) exit
         info%transport(i:i) = raw%transport(i)

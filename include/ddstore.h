@@ -119,6 +119,14 @@ typedef struct dds_var_info {
   // NUL-terminated name of the transport serving remote rows, e.g.
   // `"mpi-rma"` or `"fabric:tcp;ofi_rxm@lo"`.
   char transport[64];
+  // 1 when rows owned by ranks of this node are copied directly from
+  // their shared memory (node-local reads, `DDSTORE_NODE_LOCAL`); 0 when
+  // only this rank's own rows are. (Added in 0.1; older callers pass a
+  // smaller `struct_size` and do not receive it.)
+  int32_t node_local;
+  // Ranks whose rows this rank copies directly, itself included (the
+  // store's ranks on this node when `node_local` is 1, else 1).
+  int32_t node_ranks;
 } dds_var_info;
 
 // Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and
@@ -187,6 +195,15 @@ enum dds_status dds_options_init(struct dds_options *options);
 // Collective over the communicator. MPI must be initialised. Not thread-safe
 // with other calls on the same store (there is none yet).
 //
+// Method 2 (`DDS_METHOD_SPLIT`, see docs/method2.md): with `role` =
+// `DDS_ROLE_CORE` (default) as method 1 over `comm_f`, plus the hand-shake
+// directory (`handshake_dir`, else DDSTORE_HANDSHAKE_DIR, else
+// ./ddstore_hs; created 0700 if missing). With `role` = `DDS_ROLE_EXTRA`
+// the call is local: `comm_f` is ignored (any value, MPI_COMM_NULL
+// included), `n_core` (> 0) is required, nothing is opened until the first
+// `dds_join`. MPI must still be initialised (the store keeps a duplicate of
+// MPI_COMM_SELF).
+//
 // Method 1 (libfabric) chooses the provider from `fabric_provider` /
 // DDSTORE_FABRIC, `fabric_iface` / FABRIC_IFACE and `nic_map` /
 // DDSTORE_NIC_MAP (see docs/fabric.md) and starts a progress thread.
@@ -223,11 +240,62 @@ enum dds_status dds_epoch_begin(struct dds_store *store);
 enum dds_status dds_epoch_end(struct dds_store *store);
 
 // Method 2 extra member: attaches to variable `name` published by the core
-// job, waiting up to DDSTORE_HANDSHAKE_TIMEOUT_S for it to appear.
+// job. Waits for its record in the hand-shake directory, polling with a
+// back-off (10 ms doubling to 500 ms) for up to DDSTORE_HANDSHAKE_TIMEOUT_S
+// (default 300 s), checks it (format version, checksum, n_core, provider,
+// owner and permissions of the file), then reads like method 1: `dds_get`
+// and `dds_get_batch` are one-sided and thread-safe; `dds_info` reports
+// `local_rows` 0.
 //
-// Local. Errors: DDS_ERR_BAD_STATE (not a method-2 extra member),
-// DDS_ERR_TIMEOUT, DDS_ERR_IO, DDS_ERR_FABRIC.
+// Local (no MPI). Not concurrent with reads of the same store. Errors:
+// DDS_ERR_BAD_STATE (not a method-2 extra member; or the core job withdrew
+// the variable: it freed it with dds_remove or dds_destroy),
+// DDS_ERR_TIMEOUT (no record within the time; the message names the
+// directory and the variable), DDS_ERR_DUPLICATE_VARIABLE (already joined),
+// DDS_ERR_IO (record truncated, corrupt, not ours or writable by others),
+// DDS_ERR_UNSUPPORTED (record of another format version), DDS_ERR_MISMATCH
+// (published by a core job of another size than n_core), DDS_ERR_FABRIC
+// (another provider or address format; no usable provider).
 enum dds_status dds_join(struct dds_store *store, const char *name);
+
+// As `dds_join`, and also checks the row shape: the variable must have rows
+// of `row_elems` elements of `item_size` bytes (DDS_ERR_MISMATCH otherwise).
+enum dds_status dds_join_expect(struct dds_store *store,
+                                const char *name,
+                                int64_t row_elems,
+                                int32_t item_size);
+
+// Frees variable `name` so that the name can be registered (or joined)
+// again. Core members of every method: collective (every rank, same name);
+// methods 1 and 2 first wait at a barrier so no peer of the store still
+// reads it; method 2 first replaces its record with a "withdrawn" one, so
+// extra members that join later fail at once (DDS_ERR_BAD_STATE) instead of
+// reading freed memory. Extra members: local, forgets a joined variable.
+//
+// Not concurrent with reads of the same store. Errors:
+// DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INVALID_ARGUMENT (ranks naming different
+// variables), DDS_ERR_IO (record), DDS_ERR_MPI.
+enum dds_status dds_remove(struct dds_store *store, const char *name);
+
+// Method 2 extra member: announces that this store has finished reading,
+// to every core store whose variables it joined (one file per extra store
+// in the hand-shake directory). Call it before `dds_destroy`; the core
+// waits for it with `dds_wait_extras`. Calling it again is harmless.
+//
+// Local. Errors: DDS_ERR_BAD_STATE (not an extra member, or nothing joined),
+// DDS_ERR_IO.
+enum dds_status dds_extra_done(struct dds_store *store);
+
+// Method 2 core members: waits until `n_extras` extra stores have called
+// `dds_extra_done` after joining this store's variables, polling the
+// hand-shake directory for at most `timeout_ms` milliseconds (a negative
+// value means DDSTORE_HANDSHAKE_TIMEOUT_S). Then the core may free its data.
+//
+// Collective over the core members (all return the same status). Errors:
+// DDS_ERR_BAD_STATE (not a method-2 core member), DDS_ERR_TIMEOUT (the
+// message says how many were seen), DDS_ERR_INVALID_ARGUMENT (negative
+// `n_extras`), DDS_ERR_IO.
+enum dds_status dds_wait_extras(struct dds_store *store, int64_t n_extras, int64_t timeout_ms);
 
 // Registers variable `name` with a zero-filled shard of `local_rows` rows of
 // `row_elems` elements of `item_size` bytes (1, 2, 4 or 8) on this rank.

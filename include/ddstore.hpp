@@ -317,6 +317,17 @@ class Store {
 
   // Method 2 extra member: attaches to a variable of the core job.
   void join(const std::string& name) { detail::check(dds_join(h_, name.c_str())); }
+  // As join, and checks the row shape (elements per row, item size).
+  void join(const std::string& name, int64_t row_elems, int32_t item_size) {
+    detail::check(dds_join_expect(h_, name.c_str(), row_elems, item_size));
+  }
+  // Frees one variable (collective for core members; local for extras).
+  void remove(const std::string& name) { detail::check(dds_remove(h_, name.c_str())); }
+  // Method 2: an extra member announces it is done; the core waits for n of them.
+  void extra_done() { detail::check(dds_extra_done(h_)); }
+  void wait_extras(int64_t n_extras, int64_t timeout_ms = -1) {
+    detail::check(dds_wait_extras(h_, n_extras, timeout_ms));
+  }
 
  private:
   dds_store* h_ = nullptr;

@@ -47,6 +47,13 @@ pub struct Config {
     /// `DDSTORE_PROGRESS_SLEEP_US`: how long the serving progress thread
     /// sleeps between polls when its provider offers no wait object (shm).
     pub progress_sleep_us: u64,
+    /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
+    /// straight from their shared-memory shards (default on; `0` turns it off).
+    pub node_local: bool,
+    /// `DDSTORE_NODE_LOCAL_WIDTH` (testing aid): treat each run of this many
+    /// consecutive ranks of a node as a node of its own, so one machine can
+    /// test stores spread over several "nodes". 0 (default): real nodes.
+    pub node_local_width: u64,
 }
 
 impl Config {
@@ -89,6 +96,11 @@ impl Config {
                 text("DDSTORE_PROGRESS_SLEEP_US"),
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
+            node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
+            node_local_width: match text("DDSTORE_NODE_LOCAL_WIDTH") {
+                None => 0,
+                v => positive_bytes("DDSTORE_NODE_LOCAL_WIDTH", v, 0)?,
+            },
         })
     }
 }
@@ -108,6 +120,16 @@ pub fn micros(var: &str, value: Option<String>, default: u64) -> Result<u64> {
     match v.trim().parse::<u64>() {
         Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
         _ => bail!(InvalidArgument, "{var}={v:?} is not a whole number of microseconds in [1, 1000000]"),
+    }
+}
+
+/// An on/off switch: `1`/`0` (also `on`/`off`, `true`/`false`, `yes`/`no`).
+pub fn switch(var: &str, value: Option<String>, default: bool) -> Result<bool> {
+    let Some(v) = value else { return Ok(default) };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not 0 or 1"),
     }
 }
 
@@ -140,6 +162,10 @@ mod tests {
         assert!(c.fabric.is_none());
         assert_eq!(c.progress_sleep_us, DEFAULT_PROGRESS_SLEEP_US);
         assert!(!c.fabric_local_mr);
+        assert!(c.node_local);
+        assert!(!parse(&[("DDSTORE_NODE_LOCAL", "0")]).unwrap().node_local);
+        assert!(parse(&[("DDSTORE_NODE_LOCAL", "1")]).unwrap().node_local);
+        assert!(parse(&[("DDSTORE_NODE_LOCAL", "maybe")]).unwrap_err().msg.contains("DDSTORE_NODE_LOCAL"));
     }
 
     #[test]

@@ -110,6 +110,15 @@ impl Comm {
         Comm::adopt(raw)
     }
 
+    /// A private duplicate of `MPI_COMM_SELF` (method-2 extra members,
+    /// which have no communicator of their own). Local.
+    pub fn dup_self() -> Result<Comm> {
+        let mut raw = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: MPI_COMM_SELF is always valid while MPI runs.
+        check(unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_SELF, &mut raw) }, "MPI_Comm_dup")?;
+        Comm::adopt(raw)
+    }
+
     fn adopt(raw: ffi::MPI_Comm) -> Result<Comm> {
         let (mut rank, mut size): (c_int, c_int) = (0, 0);
         // SAFETY: `raw` is a valid communicator we just created.
@@ -272,6 +281,26 @@ impl Comm {
 }
 
 impl Comm {
+    /// The ranks of this communicator that share this rank's node (one
+    /// shared-memory domain), ordered by rank here. Collective.
+    pub fn split_shared(&self) -> Result<Comm> {
+        let mut raw = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: collective split of a valid communicator.
+        check(
+            unsafe {
+                ffi::MPI_Comm_split_type(
+                    self.raw,
+                    ffi::MPI_COMM_TYPE_SHARED as c_int,
+                    self.rank as c_int,
+                    ffi::RSMPI_INFO_NULL,
+                    &mut raw,
+                )
+            },
+            "MPI_Comm_split_type",
+        )?;
+        Comm::adopt(raw)
+    }
+
     /// True when every rank of this communicator runs on one node (one
     /// shared-memory domain). Collective.
     pub fn single_node(&self) -> Result<bool> {

@@ -2,17 +2,37 @@
 //! store. Zero-filled blocks come from the allocator's zeroed path (fresh pages
 //! from the OS), so `dds_init` of a large shard costs no resident memory until
 //! rows are written.
+//!
+//! With node-local reads on (see `backend::local`), the block is instead a
+//! POSIX shared-memory segment (`shm_open` + `mmap`), so the ranks of the same
+//! node can map it read-only and copy rows straight out of it. It is still the
+//! only copy of the shard: the same pages back the MPI window or the fabric
+//! registration. A fresh segment is zero-filled by the kernel and, like the
+//! heap path, costs no memory until rows are written. Its name exists only
+//! while the collective registration maps it on the node's ranks: the owner
+//! unlinks it right after (or when the shard is dropped first), so a process
+//! that dies later leaves nothing behind in /dev/shm.
 
 use std::alloc::{self, Layout};
+use std::ffi::CString;
 use std::ptr::NonNull;
 
 use crate::error::{bail, Result};
 
 const ALIGN: usize = 64;
 
+/// Where a shard's bytes live.
+enum Mem {
+    Heap,
+    /// A mapped shared-memory segment; `name` until it is unlinked.
+    /// `reserved`: its pages were allocated up front (a copied shard).
+    Shm { name: Option<CString>, id: (i64, i64), reserved: bool },
+}
+
 pub struct Shard {
     ptr: NonNull<u8>,
     len: usize,
+    mem: Mem,
 }
 
 // SAFETY: the block is plain bytes; concurrent access follows the store's
@@ -36,7 +56,7 @@ impl Shard {
 
     fn alloc(len: usize, zero: bool) -> Result<Shard> {
         if len == 0 {
-            return Ok(Shard { ptr: NonNull::dangling(), len: 0 });
+            return Ok(Shard { ptr: NonNull::dangling(), len: 0, mem: Mem::Heap });
         }
         let Ok(layout) = Layout::from_size_align(len, ALIGN) else {
             bail!(NoMemory, "cannot allocate a shard of {len} bytes");
@@ -44,8 +64,60 @@ impl Shard {
         // SAFETY: non-zero size.
         let p = unsafe { if zero { alloc::alloc_zeroed(layout) } else { alloc::alloc(layout) } };
         match NonNull::new(p) {
-            Some(ptr) => Ok(Shard { ptr, len }),
+            Some(ptr) => Ok(Shard { ptr, len, mem: Mem::Heap }),
             None => bail!(NoMemory, "out of memory allocating a shard of {len} bytes"),
+        }
+    }
+
+    /// A shard in a fresh shared-memory segment, zero-filled or holding a copy
+    /// of `src`. `None` when shared memory is unavailable (no /dev/shm, not
+    /// enough room in it, a limit reached): the caller then uses `zeroed` or
+    /// `copy_of` and serves this shard through its transport only.
+    pub fn shared(len: usize, src: Option<&[u8]>) -> Option<Shard> {
+        if len == 0 {
+            // Nothing to share: a zero-row rank never owns a row.
+            return Some(Shard { ptr: NonNull::dangling(), len: 0, mem: Mem::Heap });
+        }
+        if src.is_some_and(|d| d.len() != len) {
+            return None;
+        }
+        let seg = crate::backend::local::Segment::create(len, src.is_some())?;
+        let (ptr, name, id) = seg.into_parts();
+        let s = Shard { ptr, len, mem: Mem::Shm { name: Some(name), id, reserved: src.is_some() } };
+        if let Some(data) = src {
+            debug_assert_eq!(data.len(), len);
+            // SAFETY: a fresh mapping of exactly len bytes.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), s.ptr.as_ptr(), len) };
+        }
+        Some(s)
+    }
+
+    /// The identity `(pid, sequence)` of the shared segment peers can open
+    /// while it is still linked; `None` for heap memory or once unlinked.
+    pub fn shm_id(&self) -> Option<(i64, i64)> {
+        match &self.mem {
+            Mem::Shm { name: Some(_), id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// True when the bytes live in a shared-memory segment.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.mem, Mem::Shm { .. })
+    }
+
+    /// True for a shared segment whose pages were allocated when it was made.
+    pub fn is_reserved(&self) -> bool {
+        matches!(self.mem, Mem::Shm { reserved: true, .. })
+    }
+
+    /// Removes the segment's name (the mappings stay valid). Idempotent.
+    pub fn unlink(&mut self) {
+        if let Mem::Shm { name, .. } = &mut self.mem {
+            if let Some(n) = name.take() {
+                // SAFETY: a NUL-terminated name we created.
+                unsafe { libc::shm_unlink(n.as_ptr()) };
+            }
         }
     }
 
@@ -74,6 +146,13 @@ impl Shard {
 
 impl Drop for Shard {
     fn drop(&mut self) {
+        if self.is_shared() {
+            self.unlink();
+            // SAFETY: our own mapping of len bytes; nothing refers to it any more
+            // (windows and registrations are released before the shard).
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            return;
+        }
         if self.len > 0 {
             // SAFETY: allocated in `alloc` with this layout.
             unsafe { alloc::dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.len, ALIGN)) };

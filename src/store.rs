@@ -11,6 +11,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
+use crate::backend::local::{Near, NodeMap};
 use crate::backend::rma::{self, RmaVar, Requests, Scratch};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
@@ -19,6 +20,10 @@ use crate::mpi::{self, agree, Comm};
 use crate::profile::{Snapshot, Timer};
 use crate::shard::Shard;
 use crate::var::{Transport, Variable};
+
+#[path = "store_split.rs"]
+mod split;
+use split::Split;
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -76,6 +81,10 @@ pub struct VarInfo {
     pub method: Method,
     pub n_ranks: usize,
     pub transport: String,
+    /// Same-node owners' rows are copied directly.
+    pub node_local: bool,
+    /// Ranks whose rows are copied directly (this one included).
+    pub node_ranks: usize,
 }
 
 pub struct Store {
@@ -91,6 +100,10 @@ pub struct Store {
     mpi_lock: Option<Mutex<()>>,
     /// Method 1: the store's fabric, domain and endpoints.
     fabric: Option<Arc<Fabric>>,
+    /// Which store ranks share this node (node-local reads).
+    node: Arc<NodeMap>,
+    /// Method 2: role, hand-shake directory and state (store_split.rs).
+    split: Option<Split>,
 }
 
 /// FNV-1a: a cheap fingerprint to check that ranks name the same variable.
@@ -110,9 +123,11 @@ impl Store {
         }
         if let Ok(o) = &opts {
             if o.method == 2 && o.role == 1 {
-                bail!(Unsupported, "method 2 extra members are not available in this build yet");
+                // No collective: an extra member has no communicator.
+                return Store::create_extra(o.clone());
             }
         }
+        let split_opts = opts.as_ref().ok().filter(|o| o.method == 2).cloned();
         let world = Comm::dup_from_fortran(comm_f)?;
         let local = opts.and_then(|o| {
             let method = Method::from_code(o.method)?;
@@ -121,9 +136,6 @@ impl Store {
             }
             if !(0..=1).contains(&o.role) {
                 bail!(InvalidArgument, "role {} is not 0 (core) or 1 (extra)", o.role);
-            }
-            if method == Method::Split {
-                bail!(Unsupported, "method {} is not available in this build yet (use method 0 or 1)", o.method);
             }
             let cfg = Config::from_env()?;
             // Options override the environment.
@@ -157,8 +169,13 @@ impl Store {
             world.split_groups(width as usize)?
         };
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
+        let node = Arc::new(NodeMap::with_width(&comm, cfg.node_local, cfg.node_local_width)?);
         let fabric = match method {
-            Method::Fabric => Some(Arc::new(Fabric::open(&comm, &fcfg)?)),
+            Method::Fabric | Method::Split => Some(Arc::new(Fabric::open(&comm, &fcfg)?)),
+            _ => None,
+        };
+        let split = match (&split_opts, method) {
+            (Some(o), Method::Split) => Some(Split::core(&comm, o, &cfg)?),
             _ => None,
         };
         Ok(Store {
@@ -170,6 +187,8 @@ impl Store {
             exchange: Mutex::new(Scratch::default()),
             mpi_lock,
             fabric,
+            node,
+            split,
         })
     }
 
@@ -196,6 +215,7 @@ impl Store {
     /// copy of `src`. `shape` is this rank's (possibly invalid) request.
     pub fn register(&self, name: &str, shape: Result<Shape>, src: Option<&[u8]>) -> Result<()> {
         self.check_running()?;
+        self.refuse_extra("add or init", name)?;
         let mut vars = self.vars.write();
         let local = shape.and_then(|s| {
             if vars.contains_key(name) {
@@ -206,13 +226,17 @@ impl Store {
             if bytes > isize::MAX as u128 {
                 bail!(InvalidArgument, "variable '{name}': {} rows x {row_bytes} bytes overflows memory sizes", s.local_rows);
             }
-            let shard = match src {
-                Some(data) => Shard::copy_of(data)?,
-                None => Shard::zeroed(bytes as usize)?,
+            // Node-local reads need the shard in shared memory; without it
+            // (or when that fails) the heap, and the transport for peers.
+            let shared = if self.node.on { Shard::shared(bytes as usize, src) } else { None };
+            let shard = match (shared, src) {
+                (Some(s), _) => s,
+                (None, Some(data)) => Shard::copy_of(data)?,
+                (None, None) => Shard::zeroed(bytes as usize)?,
             };
             Ok((s, row_bytes, shard))
         });
-        let (s, row_bytes, shard) = agree(&self.comm, local)?;
+        let (s, row_bytes, mut shard) = agree(&self.comm, local)?;
 
         // Every rank now has a valid request; check they describe one variable.
         let all = self.comm.allgather(&[s.local_rows, s.row_elems, s.item_size as i64, fingerprint(name)])?;
@@ -230,10 +254,12 @@ impl Store {
         }
         let counts: Vec<i64> = all.iter().map(|m| m[0]).collect();
         let layout = Layout::from_counts(&counts).map_err(|e| err!(InvalidArgument, "variable '{name}': {}", e.msg))?;
+        let near = Near::share(&self.node, &self.comm, &mut shard)?;
         let transport = match &self.fabric {
             Some(f) => Transport::Fabric(FabricVar::new(f, &shard, &self.comm)?),
             None => Transport::Rma(RmaVar::new(&shard, &self.comm)?),
         };
+        self.publish_if_core(name, &s, &layout, &transport)?;
         vars.insert(
             name.to_string(),
             Variable {
@@ -244,6 +270,7 @@ impl Store {
                 layout,
                 rank: self.comm.rank(),
                 shard,
+                near,
                 transport,
                 counters: Default::default(),
                 recv: Mutex::new(Vec::new()),
@@ -263,6 +290,7 @@ impl Store {
 
     /// Local: copies whole rows into this rank's shard from local row `offset`.
     pub fn update(&self, name: &str, data: &[u8], offset: i64) -> Result<()> {
+        self.refuse_extra("update", name)?;
         self.with_var(name, |v| {
             if data.len() as u64 % v.row_bytes != 0 {
                 bail!(
@@ -311,8 +339,11 @@ impl Store {
             }
             let mut t = Timer::start(self.cfg.profile);
             let offset = local as u64 * v.row_bytes;
-            if owner == v.rank {
-                v.shard.read(offset as usize, dst, dst_bytes);
+            let direct = v.near.src(owner);
+            if let Some(base) = direct {
+                // This rank's shard or a same-node peer's: one copy.
+                // SAFETY: the rows lie inside the owner's shard (checked above).
+                unsafe { std::ptr::copy_nonoverlapping(base.add(offset as usize), dst, dst_bytes) };
                 t.lap(&v.counters.read_ns);
             } else {
                 match &v.transport {
@@ -327,7 +358,7 @@ impl Store {
                     }
                 }
             }
-            v.counters.read_call(count as u64, dst_bytes as u64, if owner == v.rank { count as u64 } else { 0 });
+            v.counters.read_call(count as u64, dst_bytes as u64, if direct.is_some() { count as u64 } else { 0 });
             Ok(())
         })
     }
@@ -339,7 +370,7 @@ impl Store {
         self.check_running()?;
         let vars = self.vars.read();
         let var = vars.get(name);
-        if self.method == Method::Fabric {
+        if self.method != Method::Mpi {
             let idx = indices?;
             let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
             return self.batch_onesided(v, dst, dst_bytes, idx);
@@ -380,8 +411,10 @@ impl Store {
             let (owner, local) = v.layout.owner(g);
             // SAFETY: dst holds idx.len() rows (checked above).
             let at = unsafe { dst.add(i * rb) };
-            if owner == v.rank {
-                v.shard.read(local as usize * rb, at, rb);
+            if let Some(base) = v.near.src(owner) {
+                // This rank's shard or a same-node peer's: one copy.
+                // SAFETY: the row lies inside the owner's shard.
+                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), at, rb) };
                 local_rows += 1;
             } else {
                 // Rows adjacent at the owner and in dst (sorted runs) become one read.
@@ -401,35 +434,57 @@ impl Store {
     fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-        let (v, idx) = agree(&self.comm, local)?;
-        let mut t = Timer::start(self.cfg.profile);
-        let meta = self.comm.allgather(&[idx.len() as i64, fingerprint(name)])?;
-        if let Some(r) = meta.iter().position(|m| m[1] != meta[0][1]) {
-            bail!(InvalidArgument, "ranks 0 and {r} called dds_get_batch on different variables (this rank: '{name}')");
-        }
-        let counts: Vec<i64> = meta.iter().map(|m| m[0]).collect();
-        let all = self.comm.allgatherv_i64(idx, &counts)?;
-        // Every rank checks the same gathered list, so all fail together.
-        let mut start = 0usize;
-        for (r, &c) in counts.iter().enumerate() {
-            let list = &all[start..start + c as usize];
-            if let Some(i) = list.iter().position(|&g| v.layout.check(g).is_err()) {
-                bail!(
+        // One all-reduce settles, in this order: argument errors (the lowest
+        // failing rank's message wins), whether every rank names the same
+        // variable (min of the fingerprint and of its complement), and
+        // indices out of range. Every rank sees the same outcome.
+        let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
+        let fp = fingerprint(name);
+        let range = match &local {
+            Ok((v, idx)) => idx.iter().position(|&g| v.layout.check(g).is_err()).map(|i| {
+                err!(
                     OutOfRange,
-                    "rank {r}: index {i} of its batch, global row {}, is out of range [0, {}) of variable '{name}'",
-                    list[i],
+                    "index {i} of its batch, global row {}, is out of range [0, {}) of variable '{name}'",
+                    idx[i],
                     v.layout.total()
-                );
-            }
-            start += c as usize;
+                )
+            }),
+            Err(_) => None,
+        };
+        let mut flags = [if local.is_err() { me } else { p }, fp, !fp, if range.is_some() { me } else { p }];
+        self.comm.allreduce_min(&mut flags)?;
+        if flags[0] < p {
+            agree(&self.comm, local)?;
+            bail!(Internal, "dds_get_batch: ranks disagree on the outcome of the argument check");
         }
-        let req = Requests { counts: &counts, all: &all };
-        rma::exchange(&self.comm, &v.layout, &v.shard, v.row_bytes, self.cfg.alltoall_max_bytes, &req, dst, &mut scratch)?;
+        let (v, idx) = local?;
+        if flags[1] != !flags[2] {
+            bail!(InvalidArgument, "ranks called dds_get_batch on different variables (this rank: '{name}')");
+        }
+        if flags[3] < p {
+            agree(&self.comm, range.map_or(Ok(()), Err))?;
+            bail!(Internal, "dds_get_batch: ranks disagree on the outcome of the index check");
+        }
+        let mut t = Timer::start(self.cfg.profile);
+        let direct = if v.near.all_direct() {
+            // Every owner is on this node: no rank needs the exchange.
+            let rb = v.row_bytes as usize;
+            for (i, &g) in idx.iter().enumerate() {
+                let (owner, local) = v.layout.owner(g);
+                let base = v.near.src(owner).expect("all owners are direct");
+                // SAFETY: the row lies inside the owner's shard; dst holds idx.len() rows.
+                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), dst.add(i * rb), rb) };
+            }
+            idx.len() as u64
+        } else {
+            let counts = self.comm.allgather(&(idx.len() as i64))?;
+            let all = self.comm.allgatherv_i64(idx, &counts)?;
+            let req = Requests { counts: &counts, all: &all };
+            rma::exchange(&self.comm, &v.layout, &v.shard, &v.near, v.row_bytes, self.cfg.alltoall_max_bytes, &req, dst, &mut scratch)?
+        };
         t.lap(&v.counters.read_ns);
         if !idx.is_empty() {
-            let (lo, hi) = v.layout.shard(v.rank);
-            let local_rows = idx.iter().filter(|&&g| g >= lo && g < hi).count() as u64;
-            v.counters.read_call(idx.len() as u64, idx.len() as u64 * v.row_bytes, local_rows);
+            v.counters.read_call(idx.len() as u64, idx.len() as u64 * v.row_bytes, direct);
         }
         Ok(())
     }
@@ -475,6 +530,8 @@ impl Store {
                     Transport::Rma(_) => "mpi-rma".to_string(),
                     Transport::Fabric(f) => f.describe(),
                 },
+                node_local: v.near.is_on(),
+                node_ranks: v.near.direct_ranks(),
             })
         })
     }
@@ -522,10 +579,11 @@ impl Store {
     /// this rank's memory when it is deregistered. After MPI_Finalize only
     /// local memory is released.
     pub fn destroy(&self) -> Result<()> {
-        let mut first_err = None;
+        // Method 2 core: extras that join from now on learn it is gone.
+        let mut first_err = self.withdraw_all().err();
         if self.fabric.is_some() && mpi::running() {
             if let Err(e) = self.comm.barrier() {
-                first_err = Some(e);
+                first_err.get_or_insert(e);
             }
         }
         for (_, mut v) in std::mem::take(&mut *self.vars.write()) {

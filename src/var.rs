@@ -4,6 +4,7 @@
 use parking_lot::Mutex;
 
 use crate::backend::fabric::FabricVar;
+use crate::backend::local::Near;
 use crate::backend::rma::RmaVar;
 use crate::error::{bail, Result};
 use crate::layout::Layout;
@@ -25,6 +26,8 @@ pub struct Variable {
     /// This rank's position in `layout`.
     pub rank: usize,
     pub shard: Shard,
+    /// Shards of this node's ranks this rank copies from directly.
+    pub near: Near,
     pub transport: Transport,
     pub counters: Counters,
     /// Destination buffers registered with `dds_register_recv`: (start, len).
@@ -34,6 +37,9 @@ pub struct Variable {
 impl Variable {
     /// Rows held by this rank.
     pub fn local_rows(&self) -> i64 {
+        if self.rank >= self.layout.n_ranks() {
+            return 0; // a method-2 extra member holds no rows
+        }
         let (lo, hi) = self.layout.shard(self.rank);
         hi - lo
     }

@@ -208,6 +208,18 @@ class PyDDStore:
         self._check(self._lib.dds_join(self._handle(), _cname(name)))
         self._var(name)
 
+    def extra_done(self):
+        """Method-2 extra member: announces that this process has finished
+        reading, so the core job's `wait_extras` can count it."""
+        self._check(self._lib.dds_extra_done(self._handle()))
+
+    def wait_extras(self, n_extras, timeout_ms=-1):
+        """Method-2 core (collective): waits until `n_extras` extra processes
+        have called `extra_done`, at most `timeout_ms` milliseconds (negative:
+        DDSTORE_HANDSHAKE_TIMEOUT_S); raises a TimeoutError subclass otherwise."""
+        self._check(self._lib.dds_wait_extras(self._handle(), _as_int(n_extras, "n_extras"),
+                                              _as_int(timeout_ms, "timeout_ms")))
+
     # -- local writes ----------------------------------------------------------
 
     def update(self, name, arr, offset):

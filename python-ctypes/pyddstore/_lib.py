@@ -51,6 +51,8 @@ class DdsVarInfo(ctypes.Structure):
         ("method", ctypes.c_int32),
         ("n_ranks", ctypes.c_int32),
         ("transport", ctypes.c_char * 64),
+        ("node_local", ctypes.c_int32),
+        ("node_ranks", ctypes.c_int32),
     ]
 
 
@@ -97,6 +99,10 @@ FUNCTIONS = {
     "dds_epoch_begin": (_status, (_store,)),
     "dds_epoch_end": (_status, (_store,)),
     "dds_join": (_status, (_store, _str)),
+    "dds_join_expect": (_status, (_store, _str, _i64, _i32)),
+    "dds_remove": (_status, (_store, _str)),
+    "dds_extra_done": (_status, (_store,)),
+    "dds_wait_extras": (_status, (_store, _i64, _i64)),
     "dds_init": (_status, (_store, _str, _i64, _i64, _i32)),
     "dds_add": (_status, (_store, _str, _ptr, _size, _i64, _i64, _i32)),
     "dds_update": (_status, (_store, _str, _ptr, _size, _i64)),

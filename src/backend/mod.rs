@@ -2,4 +2,6 @@
 //! about MPI windows or fabric endpoints.
 
 pub mod fabric;
+pub mod local;
 pub mod rma;
+pub mod split;

@@ -3,14 +3,16 @@
 //! Single reads (`dds_get`) are passive-target gets on the variable's window.
 //! Batched reads follow DDStore 3.0 (after MDLoader): every rank learns every
 //! rank's request list, then rows move in `MPI_Alltoallv` rounds that bound
-//! what a rank receives per round. Two refinements over DDStore: rows a rank
-//! owns itself are copied locally instead of travelling through MPI, and when
-//! a request list is ordered by owner, rows are received straight into the
-//! destination instead of through a staging buffer.
+//! what a rank receives per round. Two refinements over DDStore: rows owned by
+//! the rank itself or by a rank of the same node (node-local reads, see
+//! `backend::local`) are copied directly instead of travelling through MPI,
+//! and when a request list is ordered by owner, rows are received straight
+//! into the destination instead of through a staging buffer.
 
 use std::os::raw::c_int;
 
 use crate::error::Result;
+use crate::backend::local::Near;
 use crate::layout::{n_rounds, round_slice, rows_per_round, Layout};
 use crate::mpi::{exclusive_prefix, Comm, Datatype, Window};
 use crate::shard::Shard;
@@ -61,23 +63,28 @@ pub struct Requests<'a> {
 }
 
 /// Moves the rows of a collective batch. `dst` receives this rank's rows in
-/// request order; every rank of `comm` calls this with the same `req`.
+/// request order; every rank of `comm` calls this with the same `req`. Rows
+/// of owners `near` reaches directly are copied; an owner leaves them out of
+/// what it sends (both sides decide from the same node map). Returns how
+/// many of this rank's rows were copied directly.
+#[allow(clippy::too_many_arguments)]
 pub fn exchange(
     comm: &Comm,
     layout: &Layout,
     shard: &Shard,
+    near: &Near,
     row_bytes: u64,
     cap: u64,
     req: &Requests,
     dst: *mut u8,
     scratch: &mut Scratch,
-) -> Result<()> {
+) -> Result<u64> {
     let (me, p) = (comm.rank(), comm.size());
     let rb = row_bytes as usize;
     let per = rows_per_round(row_bytes, cap, p);
     let rounds = n_rounds(req.counts, per);
     if rounds == 0 {
-        return Ok(());
+        return Ok(0);
     }
     let starts: Vec<i64> = req
         .counts
@@ -96,13 +103,15 @@ pub fn exchange(
     counts.resize(2 * p, 0);
     let (scounts, rcounts) = counts.split_at_mut(p);
     let mut rdispls = vec![0 as c_int; p];
+    let mut direct = 0u64;
 
     for k in 0..rounds {
-        // Pack the rows this rank owns, for every other requester, in request order.
+        // Pack the rows this rank owns, for every requester that does not
+        // copy them itself (other nodes), in request order.
         send.clear();
         for (q, sc) in scounts.iter_mut().enumerate() {
             *sc = 0;
-            if q == me {
+            if near.reads_directly(q) {
                 continue;
             }
             let (lo, hi) = round_slice(req.counts[q], per, k);
@@ -116,7 +125,7 @@ pub fn exchange(
         }
         let sdispls = exclusive_prefix(scounts);
 
-        // Our own slice: copy local rows now, count remote rows per owner.
+        // Our own slice: copy direct rows now, count remote rows per owner.
         let (lo, hi) = round_slice(req.counts[me], per, k);
         let slice = &mine[lo as usize..hi as usize];
         owners.clear();
@@ -124,9 +133,11 @@ pub fn exchange(
         let mut sorted = true;
         for (i, &g) in slice.iter().enumerate() {
             let (o, local) = layout.owner(g);
-            if o == me {
-                // SAFETY: dst holds the caller's whole batch; row lo+i is in it.
-                shard.read(local as usize * rb, unsafe { dst.add((lo as usize + i) * rb) }, rb);
+            if let Some(base) = near.src(o) {
+                // SAFETY: the row lies inside o's shard; dst holds the caller's
+                // whole batch and row lo+i is in it.
+                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), dst.add((lo as usize + i) * rb), rb) };
+                direct += 1;
             } else {
                 if rcounts[o] == 0 {
                     rdispls[o] = i as c_int;
@@ -156,7 +167,7 @@ pub fn exchange(
             let mut cursor = rdispls.clone();
             for (i, &o) in owners.iter().enumerate() {
                 let o = o as usize;
-                if o == me {
+                if near.src(o).is_some() {
                     continue;
                 }
                 // SAFETY: the run of owner o holds rcounts[o] rows written by MPI.
@@ -167,5 +178,5 @@ pub fn exchange(
             }
         }
     }
-    Ok(())
+    Ok(direct)
 }

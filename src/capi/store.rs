@@ -47,6 +47,15 @@ unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
 /// Collective over the communicator. MPI must be initialised. Not thread-safe
 /// with other calls on the same store (there is none yet).
 ///
+/// Method 2 (`DDS_METHOD_SPLIT`, see docs/method2.md): with `role` =
+/// `DDS_ROLE_CORE` (default) as method 1 over `comm_f`, plus the hand-shake
+/// directory (`handshake_dir`, else DDSTORE_HANDSHAKE_DIR, else
+/// ./ddstore_hs; created 0700 if missing). With `role` = `DDS_ROLE_EXTRA`
+/// the call is local: `comm_f` is ignored (any value, MPI_COMM_NULL
+/// included), `n_core` (> 0) is required, nothing is opened until the first
+/// `dds_join`. MPI must still be initialised (the store keeps a duplicate of
+/// MPI_COMM_SELF).
+///
 /// Method 1 (libfabric) chooses the provider from `fabric_provider` /
 /// DDSTORE_FABRIC, `fabric_iface` / FABRIC_IFACE and `nic_map` /
 /// DDSTORE_NIC_MAP (see docs/fabric.md) and starts a progress thread.
@@ -110,15 +119,79 @@ pub unsafe extern "C" fn dds_epoch_end(store: *mut dds_store) -> dds_status {
 }
 
 /// Method 2 extra member: attaches to variable `name` published by the core
-/// job, waiting up to DDSTORE_HANDSHAKE_TIMEOUT_S for it to appear.
+/// job. Waits for its record in the hand-shake directory, polling with a
+/// back-off (10 ms doubling to 500 ms) for up to DDSTORE_HANDSHAKE_TIMEOUT_S
+/// (default 300 s), checks it (format version, checksum, n_core, provider,
+/// owner and permissions of the file), then reads like method 1: `dds_get`
+/// and `dds_get_batch` are one-sided and thread-safe; `dds_info` reports
+/// `local_rows` 0.
 ///
-/// Local. Errors: DDS_ERR_BAD_STATE (not a method-2 extra member),
-/// DDS_ERR_TIMEOUT, DDS_ERR_IO, DDS_ERR_FABRIC.
+/// Local (no MPI). Not concurrent with reads of the same store. Errors:
+/// DDS_ERR_BAD_STATE (not a method-2 extra member; or the core job withdrew
+/// the variable: it freed it with dds_remove or dds_destroy),
+/// DDS_ERR_TIMEOUT (no record within the time; the message names the
+/// directory and the variable), DDS_ERR_DUPLICATE_VARIABLE (already joined),
+/// DDS_ERR_IO (record truncated, corrupt, not ours or writable by others),
+/// DDS_ERR_UNSUPPORTED (record of another format version), DDS_ERR_MISMATCH
+/// (published by a core job of another size than n_core), DDS_ERR_FABRIC
+/// (another provider or address format; no usable provider).
 #[no_mangle]
 pub unsafe extern "C" fn dds_join(store: *mut dds_store, name: *const c_char) -> dds_status {
-    guard("dds_join", || {
-        let s = store_of(store)?;
-        let name = name_arg(name)?;
-        bail!(BadState, "cannot join '{name}': dds_join is only valid for method-2 extra members (this store uses method {})", s.method().code())
+    guard("dds_join", || store_of(store)?.join(name_arg(name)?, None))
+}
+
+/// As `dds_join`, and also checks the row shape: the variable must have rows
+/// of `row_elems` elements of `item_size` bytes (DDS_ERR_MISMATCH otherwise).
+#[no_mangle]
+pub unsafe extern "C" fn dds_join_expect(
+    store: *mut dds_store,
+    name: *const c_char,
+    row_elems: i64,
+    item_size: i32,
+) -> dds_status {
+    guard("dds_join_expect", || store_of(store)?.join(name_arg(name)?, Some((row_elems, item_size))))
+}
+
+/// Frees variable `name` so that the name can be registered (or joined)
+/// again. Core members of every method: collective (every rank, same name);
+/// methods 1 and 2 first wait at a barrier so no peer of the store still
+/// reads it; method 2 first replaces its record with a "withdrawn" one, so
+/// extra members that join later fail at once (DDS_ERR_BAD_STATE) instead of
+/// reading freed memory. Extra members: local, forgets a joined variable.
+///
+/// Not concurrent with reads of the same store. Errors:
+/// DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INVALID_ARGUMENT (ranks naming different
+/// variables), DDS_ERR_IO (record), DDS_ERR_MPI.
+#[no_mangle]
+pub unsafe extern "C" fn dds_remove(store: *mut dds_store, name: *const c_char) -> dds_status {
+    guard("dds_remove", || {
+        // A bad name still takes part in the collective, so no rank waits.
+        store_of(store)?.remove(name_arg(name))
     })
+}
+
+/// Method 2 extra member: announces that this store has finished reading,
+/// to every core store whose variables it joined (one file per extra store
+/// in the hand-shake directory). Call it before `dds_destroy`; the core
+/// waits for it with `dds_wait_extras`. Calling it again is harmless.
+///
+/// Local. Errors: DDS_ERR_BAD_STATE (not an extra member, or nothing joined),
+/// DDS_ERR_IO.
+#[no_mangle]
+pub unsafe extern "C" fn dds_extra_done(store: *mut dds_store) -> dds_status {
+    guard("dds_extra_done", || store_of(store)?.extra_done())
+}
+
+/// Method 2 core members: waits until `n_extras` extra stores have called
+/// `dds_extra_done` after joining this store's variables, polling the
+/// hand-shake directory for at most `timeout_ms` milliseconds (a negative
+/// value means DDSTORE_HANDSHAKE_TIMEOUT_S). Then the core may free its data.
+///
+/// Collective over the core members (all return the same status). Errors:
+/// DDS_ERR_BAD_STATE (not a method-2 core member), DDS_ERR_TIMEOUT (the
+/// message says how many were seen), DDS_ERR_INVALID_ARGUMENT (negative
+/// `n_extras`), DDS_ERR_IO.
+#[no_mangle]
+pub unsafe extern "C" fn dds_wait_extras(store: *mut dds_store, n_extras: i64, timeout_ms: i64) -> dds_status {
+    guard("dds_wait_extras", || store_of(store)?.wait_extras(n_extras, timeout_ms))
 }

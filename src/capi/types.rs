@@ -113,6 +113,14 @@ pub struct dds_var_info {
     /// NUL-terminated name of the transport serving remote rows, e.g.
     /// `"mpi-rma"` or `"fabric:tcp;ofi_rxm@lo"`.
     pub transport: [c_char; 64],
+    /// 1 when rows owned by ranks of this node are copied directly from
+    /// their shared memory (node-local reads, `DDSTORE_NODE_LOCAL`); 0 when
+    /// only this rank's own rows are. (Added in 0.1; older callers pass a
+    /// smaller `struct_size` and do not receive it.)
+    pub node_local: i32,
+    /// Ranks whose rows this rank copies directly, itself included (the
+    /// store's ranks on this node when `node_local` is 1, else 1).
+    pub node_ranks: i32,
 }
 
 /// Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and

@@ -8,7 +8,8 @@ use crate::error::{bail, Result};
 use crate::store::Shape;
 
 /// Fields of the first versions of the output structs (what an old caller knows).
-const INFO_V1: usize = std::mem::size_of::<dds_var_info>();
+/// The first `dds_var_info` (up to `transport`); later fields are optional.
+const INFO_V1: usize = std::mem::offset_of!(dds_var_info, node_local);
 const COUNTERS_V1: usize = std::mem::size_of::<dds_counters>();
 
 /// Registers variable `name` with a zero-filled shard of `local_rows` rows of
@@ -125,6 +126,8 @@ pub unsafe extern "C" fn dds_info(store: *mut dds_store, name: *const c_char, ou
             method: i.method.code(),
             n_ranks: i.n_ranks as i32,
             transport: [0; 64],
+            node_local: i.node_local as i32,
+            node_ranks: i.node_ranks as i32,
         };
         for (d, b) in value.transport.iter_mut().zip(i.transport.bytes().take(63)) {
             *d = b as c_char;

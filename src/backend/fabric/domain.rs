@@ -89,6 +89,12 @@ pub struct Fabric {
     pub read_timeout: Option<Duration>,
     /// fi_addr_t of each rank's serving endpoint, by store rank.
     pub peers: Vec<fi_addr_t>,
+    /// Raw serving-endpoint address of each rank (method 2 records).
+    pub names: Vec<Vec<u8>>,
+    /// `fi_info.addr_format` of the chosen provider.
+    pub addr_format: u32,
+    /// Addresses inserted for joined method-2 variables (extra members).
+    known: Mutex<std::collections::HashMap<Vec<u8>, fi_addr_t>>,
     pub rank: usize,
     info: *mut fi_info,
     fabric: *mut fid_fabric,
@@ -152,7 +158,7 @@ impl Fabric {
     /// exchanges serving addresses. A failure on any rank fails every rank.
     pub fn open(comm: &Comm, cfg: &FabricConfig) -> Result<Fabric> {
         let single_node = comm.single_node()?;
-        let local = Fabric::open_local(comm, cfg, single_node);
+        let local = Fabric::open_local(comm.rank(), comm.size(), cfg, single_node, true);
         let mut fab = agree(comm, local)?;
 
         // Every rank must have chosen the same provider.
@@ -177,6 +183,7 @@ impl Fabric {
         // SAFETY: the address vector is open.
         let inserted = unsafe { fab.insert_peers(&all) };
         agree(comm, inserted)?;
+        fab.names = all.iter().map(|r| r.bytes[..r.len as usize].to_vec()).collect();
         let blocking = fab.server_blocking();
         let started = Progress::start(fab.server.as_ref().unwrap().cq, blocking, Duration::from_micros(cfg.progress_sleep_us))
             .map_err(|e| err!(Internal, "cannot start the progress thread: {e}"));
@@ -188,7 +195,41 @@ impl Fabric {
         !self.prov.eq_ignore_ascii_case("shm")
     }
 
-    fn open_local(comm: &Comm, cfg: &FabricConfig, single_node: bool) -> Result<Fabric> {
+    /// Method 2 extra member: a fabric with reader endpoints only (no
+    /// serving endpoint, no progress thread, no peers until a join). Local.
+    pub fn open_reader(cfg: &FabricConfig) -> Result<Fabric> {
+        Fabric::open_local(usize::MAX, 64, cfg, false, false)
+    }
+
+    /// Inserts raw endpoint addresses into the address vector (each distinct
+    /// address once) and returns their fi_addr_t, in order.
+    pub fn insert_names(&self, names: &[Vec<u8>]) -> Result<Vec<fi_addr_t>> {
+        let mut known = self.known.lock();
+        let mut out = Vec::with_capacity(names.len());
+        for (r, n) in names.iter().enumerate() {
+            if let Some(&a) = known.get(n) {
+                out.push(a);
+                continue;
+            }
+            let mut a = addr_unspec();
+            // SAFETY: the address vector is open; n holds one address.
+            let got = unsafe { ddsfi_av_insert(self.av, n.as_ptr().cast(), 1, &mut a, 0, ptr::null_mut()) };
+            if got != 1 {
+                bail!(
+                    Fabric,
+                    "fi_av_insert of core rank {r}'s address ({} bytes) failed on {} ({})",
+                    n.len(),
+                    self.describe(),
+                    errstr(got)
+                );
+            }
+            known.insert(n.clone(), a);
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    fn open_local(rank: usize, n_peers: usize, cfg: &FabricConfig, single_node: bool, serve: bool) -> Result<Fabric> {
         let mut iface = cfg.iface.clone();
         if iface.is_none() {
             if let Some(map) = &cfg.nic_map {
@@ -230,7 +271,10 @@ impl Fabric {
                 max_piece,
                 read_timeout: (cfg.read_timeout_s > 0.0).then(|| Duration::from_secs_f64(cfg.read_timeout_s)),
                 peers: Vec::new(),
-                rank: comm.rank(),
+                names: Vec::new(),
+                addr_format: (*info).addr_format,
+                known: Mutex::new(Default::default()),
+                rank,
                 info,
                 fabric: ptr::null_mut(),
                 domain: ptr::null_mut(),
@@ -248,16 +292,18 @@ impl Fabric {
             };
             fi_err(ddsfi_fabric((*info).fabric_attr, &mut fab.fabric, ptr::null_mut()) as isize, "fi_fabric").map_err(what)?;
             fi_err(ddsfi_domain(fab.fabric, info, &mut fab.domain, ptr::null_mut()) as isize, "fi_domain").map_err(what)?;
-            let mut av_attr = fi_av_attr { type_: FI_AV_TABLE, count: comm.size(), ..Default::default() };
+            let mut av_attr = fi_av_attr { type_: FI_AV_TABLE, count: n_peers, ..Default::default() };
             fi_err(ddsfi_av_open(fab.domain, &mut av_attr, &mut fab.av, ptr::null_mut()) as isize, "fi_av_open")
                 .map_err(what)?;
-            let server = if fab.server_blocking() {
-                Endpoint::open(fab.domain, info, fab.av, FI_WAIT_UNSPEC, 64)
-                    .or_else(|_| Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64))
-            } else {
-                Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64)
-            };
-            fab.server = Some(server.map_err(what)?);
+            if serve {
+                let server = if fab.server_blocking() {
+                    Endpoint::open(fab.domain, info, fab.av, FI_WAIT_UNSPEC, 64)
+                        .or_else(|_| Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64))
+                } else {
+                    Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64)
+                };
+                fab.server = Some(server.map_err(what)?);
+            }
             // One reader now (endpoints are slow to open); more on demand.
             let r = fab.new_reader().map_err(what)?;
             fab.pool.get_mut().idle.push(r);

@@ -26,6 +26,8 @@ use crate::profile::{Counters, Timer};
 #[derive(Clone, Copy, Debug)]
 pub struct Op {
     pub owner: u32,
+    /// The owner's serving endpoint in the address vector.
+    pub peer: fi_addr_t,
     /// Remote address (the owner's base + offset) and key.
     pub raddr: u64,
     pub key: u64,
@@ -172,7 +174,7 @@ impl Call<'_> {
         self.r.slot_owner[s] = op.owner;
         self.r.slot_len[s] = n;
         let ctx: *mut c_void = (&mut self.r.ctx[s] as *mut fi_context2).cast();
-        let peer = self.fab.peers[op.owner as usize];
+        let peer = op.peer;
         let mut spins = 0;
         loop {
             // SAFETY: dst + off covers n bytes of the caller's buffer, which

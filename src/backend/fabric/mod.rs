@@ -45,6 +45,9 @@ pub struct FabricVar {
     mr: Option<Mr>,
     keys: Vec<u64>,
     bases: Vec<u64>,
+    /// Each owner's serving endpoint (the store's peers, or for a joined
+    /// method-2 variable, the core ranks of its record).
+    peers: Vec<fi_addr_t>,
     recv: RecvRegs,
 }
 
@@ -65,13 +68,30 @@ impl FabricVar {
             mr,
             keys: all.iter().map(|a| a[0]).collect(),
             bases: all.iter().map(|a| a[1]).collect(),
+            peers: fab.peers.clone(),
             recv: RecvRegs::default(),
         })
     }
 
+    /// Method 2 extra member: a variable held by the core ranks whose
+    /// serving addresses, keys and bases come from a hand-shake record.
+    pub fn joined(fab: &Arc<Fabric>, addrs: &[Vec<u8>], keys: Vec<u64>, bases: Vec<u64>) -> Result<FabricVar> {
+        let peers = fab.insert_names(addrs)?;
+        Ok(FabricVar { fab: fab.clone(), mr: None, keys, bases, peers, recv: RecvRegs::default() })
+    }
+
+    /// Key and remote base of `rank`'s shard (for the method-2 record).
+    pub fn key_base(&self, rank: usize) -> (u64, u64) {
+        (self.keys[rank], self.bases[rank])
+    }
+
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fab
+    }
+
     /// A read of `len` bytes at byte `offset` of `owner`'s shard into `dst`.
     pub fn op(&self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> Op {
-        Op { owner: owner as u32, raddr: self.bases[owner] + offset, key: self.keys[owner], dst, len }
+        Op { owner: owner as u32, peer: self.peers[owner], raddr: self.bases[owner] + offset, key: self.keys[owner], dst, len }
     }
 
     /// True when a read of `owner`'s bytes at `offset` into `dst` continues `op`.
