@@ -33,9 +33,17 @@ run() {
 "$PYTHON" -c 'import numpy, pytest, mpi4py' || { echo "run-tests.sh: $PYTHON lacks numpy/pytest/mpi4py" >&2; exit 2; }
 "$PYTHON" -c 'import pyddstore; print("pyddstore", pyddstore.__version__, "using", pyddstore.library_path())' \
     || { echo "run-tests.sh: cannot load libddstore (set DDSTORE_LIBRARY)" >&2; exit 2; }
+"$PYTHON" -c 'import torch' \
+    || { echo "run-tests.sh: $PYTHON lacks torch, which the pyddstore.torch tests need (make's venv installs it)" >&2; exit 2; }
 
 for n in 1 2 4; do
-    run "pytest, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q tests
+    run "pytest, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q tests \
+        --ignore-glob='*/test_torch*'
+done
+# [torch] pyddstore.torch: its own runs (torch makes each process heavier).
+for n in 1 2 4; do
+    run "pytest pyddstore.torch, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q \
+        tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py
 done
 # The scripts run once per available method among 0 and 1 (method 2 needs a
 # hand-shake directory, which HydraGNN-style code does not pass).
@@ -53,6 +61,40 @@ for m in $methods; do
             env PYDDSTORE_TEST_METHOD="$m" "$MPIEXEC" -n "$n" "$PYTHON" tests/scripts/free_after_finalize.py
     done
 done
+
+# [docs] The Python quick start (docs/quickstart-python.md), run as the page says.
+run "quickstart.py, 4 ranks" "$MPIEXEC" -n 4 "$PYTHON" -m mpi4py tests/scripts/quickstart.py
+
+# [torch] The PyTorch quick start (docs/pytorch.md): every available method
+# on 2 ranks, method 0 on 4 as the page shows. DDP's rendezvous port: free
+# at the time of asking.
+torch_methods=$(timeout 300 "$MPIEXEC" -n 1 "$PYTHON" -c \
+    'import sys; sys.path.insert(0, "tests"); from helpers import METHODS; print(*METHODS)') \
+    || { failed+=("finding the available methods (torch)"); torch_methods=0; }
+free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+for m in $torch_methods; do
+    hs=$(mktemp -d "${TMPDIR:-/tmp}/pyddstore-torch.XXXXXX")
+    run "torch_quickstart.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" DDSTORE_HANDSHAKE_DIR="$hs" \
+        MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/torch_quickstart.py
+    rm -rf "$hs"
+done
+run "torch_quickstart.py, method 0, 4 ranks" env DDSTORE_METHOD=0 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT="$(free_port)" "$MPIEXEC" -n 4 "$PYTHON" tests/scripts/torch_quickstart.py
+
+# [method 2] Split jobs (block added with method 2): the core job (2 ranks)
+# and an extra job (1 rank, then 2 ranks) are separate launches sharing a
+# fresh hand-shake directory; the extras start first, the core waits for
+# them with dds_wait_extras (no sentinel files).
+m2dir=$(mktemp -d "${TMPDIR:-/tmp}/pyddstore-m2.XXXXXX")
+echo "=== method2_core.py (2 ranks) + method2_extra.py (1 then 2 ranks, separate launches)"
+timeout "$TIMEOUT" "$MPIEXEC" -n 1 "$PYTHON" tests/scripts/method2_extra.py "$m2dir" 2 &
+m2_extra=$!
+timeout "$TIMEOUT" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/method2_core.py "$m2dir" 3 &
+m2_core=$!
+wait "$m2_extra" || failed+=("method2_extra.py, 1 rank")
+run "method2_extra.py, 2 ranks" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/method2_extra.py "$m2dir" 2
+wait "$m2_core" || failed+=("method2_core.py, 2 ranks")
+rm -rf "$m2dir"
 
 if ((${#failed[@]})); then
     printf 'FAILED: %s\n' "${failed[@]}" >&2

@@ -1,0 +1,252 @@
+"""ThreadDataLoader on plain in-memory datasets (no store): iterators,
+prefetch bound, random draws, thread pinning, close() and errors.
+Every rank runs these on its own."""
+
+import itertools
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from helpers import agree
+from pyddstore.torch import ThreadDataLoader
+from torch_helpers import Checks, TupleSource
+
+
+class Counting:
+    """range(n) that records the batches fetched, and where."""
+
+    def __init__(self, n=40, meet=0):
+        self.n = n
+        self.fetched = []
+        self.where = []
+        self.lock = threading.Lock()
+        # The first `meet` fetches wait for each other: that many threads work.
+        self.meet = threading.Barrier(meet, timeout=30) if meet else None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i
+
+    def __getitems__(self, indices):
+        with self.lock:
+            self.fetched.append(list(indices))
+            self.where.append((threading.get_ident(), frozenset(os.sched_getaffinity(0))))
+            first = len(self.fetched) <= (self.meet.parties if self.meet else 0)
+        if first:
+            self.meet.wait()
+        return list(indices)
+
+
+def settled(count, want, timeout=20.0):
+    """count() once it reached `want` (waiting up to `timeout` s) and stayed
+    there for another 0.3 s: a busy machine may be slow to start a fetch."""
+    t0 = time.monotonic()
+    while count() < want and time.monotonic() - t0 < timeout:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    return count()
+
+
+def test_thread_loader_iterators(comm):
+    data = list(range(20))
+    ref = list(DataLoader(data, batch_size=3))
+    loader = ThreadDataLoader(data, batch_size=3, num_workers=2)
+    c = Checks()
+    it = iter(loader)
+    c.true(iter(it) is it, "iter(it) is it")
+    c.true(len(it) == len(loader) == 7, f"len {len(it)}")
+    got = [next(it)] + list(itertools.islice(it, 2)) + list(it)
+    c.same(got, ref, "next, islice, list: one epoch")
+    c.true(list(it) == [], "an ended epoch yields nothing more")
+    c.raises(StopIteration, lambda: next(it), "next after the end")
+    a, b = iter(loader), iter(loader)
+    got_a, got_b = [], []
+    for x, y in zip(a, b):
+        got_a.append(x)
+        got_b.append(y)
+    c.same(got_a, ref, "interleaved iterator a")
+    c.same(got_b, ref, "interleaved iterator b")
+    early = iter(loader)
+    next(early)
+    early.close()
+    c.raises(StopIteration, lambda: next(early), "next after close()")
+    c.same(list(loader), ref, "the epoch after an early stop")
+    # batch_size=None: the sampler's indices as they are, default_convert.
+    plain = ThreadDataLoader(data, batch_size=None)
+    c.same(list(plain), list(DataLoader(data, batch_size=None)), "no batching")
+    plain.close()
+    loader.close()
+    assert agree(comm, c.ok), c.errors
+
+
+def test_thread_loader_keeps_prefetch_full(comm):
+    ds = Counting()
+    loader = ThreadDataLoader(ds, batch_size=2, num_workers=2, prefetch_factor=1, collate_fn=lambda b: b)
+    c = Checks()
+    it = iter(loader)
+    held = next(it)
+    c.true(held == [0, 1], f"first batch {held}")
+    n = settled(lambda: len(ds.fetched), 1 + 2)
+    c.true(n == 1 + 2, f"{n} batches fetched while one is held")
+    next(it)
+    n = settled(lambda: len(ds.fetched), 2 + 2)
+    c.true(n == 2 + 2, f"{n} batches fetched after the second")
+    it.close()
+    loader.close()
+    assert agree(comm, c.ok), c.errors
+
+
+def test_thread_loader_default_prefetch(comm):
+    """Without prefetch_factor: 2 per thread, as DataLoader."""
+    ds = Counting()
+    loader = ThreadDataLoader(ds, batch_size=2, num_workers=3, collate_fn=lambda b: b)
+    it = iter(loader)
+    ok = settled(lambda: len(ds.fetched), 6) == 6
+    it.close()
+    loader.close()
+    assert agree(comm, ok), len(ds.fetched)
+
+
+def test_thread_loader_random_draws_match_dataloader(comm):
+    """Same batches and the same random numbers afterwards as DataLoader:
+    each epoch draws one int64 from the generator for the workers' seed."""
+    src = TupleSource()
+    c = Checks()
+    for gen in (None, "generator"):
+        runs = []
+        for cls in (DataLoader, ThreadDataLoader):
+            torch.manual_seed(11)
+            g = torch.Generator().manual_seed(5) if gen else None
+            loader = cls(src, batch_size=8, shuffle=True, generator=g, **({"num_workers": 2} if cls is ThreadDataLoader else {}))
+            epochs = []
+            for _ in range(2):
+                epochs.append(list(loader))
+                epochs.append(torch.rand(3))  # the training loop's draws (dropout, ...)
+            epochs.append(g.initial_seed() if g is not None else None)
+            if g is not None:
+                epochs.append(torch.randint(0, 1 << 30, (2,), generator=g))
+            runs.append(epochs)
+            if cls is ThreadDataLoader:
+                loader.close()
+        c.same(runs[1], runs[0], f"generator={gen}")
+    assert agree(comm, c.ok), c.errors
+
+
+def test_thread_loader_results_in_order_and_errors(comm):
+    class Slow:
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            time.sleep(0.03 if i % 3 == 0 else 0.0)  # later batches finish first
+            if i == 10:
+                raise KeyError("sample 10 is broken")
+            return i
+
+    c = Checks()
+    loader = ThreadDataLoader(Slow(), batch_size=1, num_workers=3)
+    it = iter(loader)
+    got = [int(next(it)) for _ in range(10)]
+    c.true(got == list(range(10)), f"order {got}")
+    c.raises(KeyError, lambda: next(it), "the worker's exception", match="broken")
+    c.true(int(next(it)) == 11, "the epoch goes on after an error")
+    c.raises(StopIteration, lambda: next(it), "end")
+    loader.close()
+    assert agree(comm, c.ok), c.errors
+
+
+def test_thread_loader_close_and_arguments(comm):
+    c = Checks()
+    loader = ThreadDataLoader(list(range(8)), batch_size=4)
+    c.same(list(loader), [torch.arange(4), torch.arange(4, 8)], "num_workers=0 uses one thread")
+    loader.close()
+    loader.close()  # idempotent
+    c.raises(RuntimeError, lambda: iter(loader), "iter after close()", match="closed")
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    c.raises(TypeError, lambda: ThreadDataLoader(Stream()), "IterableDataset")
+    # DataLoader's own checks.
+    c.raises(ValueError, lambda: ThreadDataLoader([1, 2], prefetch_factor=2), "prefetch_factor without workers")
+    c.raises(ValueError, lambda: ThreadDataLoader([1, 2], batch_size=None, drop_last=True), "drop_last")
+    # No worker processes: worker_init_fn is never called, get_worker_info() is None.
+    seen = []
+
+    class Info:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            seen.append(torch.utils.data.get_worker_info())
+            return i
+
+    calls = []
+    loader = ThreadDataLoader(Info(), batch_size=2, num_workers=2, worker_init_fn=calls.append,
+                              persistent_workers=True, timeout=5)
+    c.same(list(loader), [torch.tensor([0, 1]), torch.tensor([2, 3])], "with inert arguments")
+    c.true(calls == [] and seen == [None] * 4, f"worker_init_fn {calls}, worker info {seen}")
+    loader.close()
+    # pin_memory without an accelerator: no pinning, same batches.
+    loader = ThreadDataLoader(list(range(6)), batch_size=3, pin_memory=True)
+    c.same(list(loader), [torch.arange(3), torch.arange(3, 6)], "pin_memory=True")
+    loader.close()
+    assert agree(comm, c.ok), c.errors
+
+
+def test_thread_loader_affinity(comm, monkeypatch):
+    """DDSTORE_AFFINITY_WIDTH/OFFSET: thread k keeps entries
+    [offset + k*width, offset + (k+1)*width) of the process's CPU list."""
+    cpus = sorted(os.sched_getaffinity(0))
+    monkeypatch.setenv("DDSTORE_AFFINITY_WIDTH", "1")
+    monkeypatch.setenv("DDSTORE_AFFINITY_OFFSET", str(len(cpus) - 1))
+    ds = Counting(8, meet=2)
+    loader = ThreadDataLoader(ds, batch_size=1, num_workers=2, collate_fn=lambda b: b)
+    list(loader)
+    loader.close()
+    # Thread 0 (first started) gets the last CPU; thread 1's slice is past
+    # the end of the list: it stays unpinned.
+    masks = {}
+    for tid, mask in ds.where:
+        masks.setdefault(tid, set()).add(mask)
+    pinned, full = frozenset(cpus[-1:]), frozenset(cpus)
+    seen = set().union(*masks.values())
+    ok = all(len(m) == 1 for m in masks.values())  # a thread's mask never changes
+    ok &= len(masks) == 2 and seen == {pinned, full}
+    ok &= os.sched_getaffinity(0) == set(cpus)  # the calling thread is untouched
+    assert agree(comm, ok), (cpus, masks)
+
+
+def test_thread_loader_affinity_off_by_default(comm, monkeypatch):
+    monkeypatch.delenv("DDSTORE_AFFINITY_WIDTH", raising=False)
+    cpus = frozenset(os.sched_getaffinity(0))
+    ds = Counting(6, meet=2)
+    loader = ThreadDataLoader(ds, batch_size=1, num_workers=2, collate_fn=lambda b: b)
+    list(loader)
+    loader.close()
+    ok = len({tid for tid, _ in ds.where}) == 2 and all(mask == cpus for _, mask in ds.where)
+    assert agree(comm, ok)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_thread_loader_samplers(comm, workers):
+    """A batch_sampler, a sampler yielding whole batches with batch_size=None, drop_last."""
+    data = np.arange(10, dtype=np.float32)
+    c = Checks()
+    kw = {"num_workers": workers}
+    bs = [[3, 1], [0, 9, 2], [5]]
+    got = list(ThreadDataLoader(data, batch_sampler=bs, **kw))
+    c.same(got, list(DataLoader(data, batch_sampler=bs)), "batch_sampler")
+    got = list(ThreadDataLoader(data, sampler=bs, batch_size=None, **kw))
+    c.same(got, list(DataLoader(data, sampler=bs, batch_size=None)), "batches from the sampler")
+    got = list(ThreadDataLoader(data, batch_size=4, drop_last=True, **kw))
+    c.same(got, list(DataLoader(data, batch_size=4, drop_last=True)), "drop_last")
+    assert agree(comm, c.ok), c.errors
