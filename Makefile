@@ -25,7 +25,7 @@ export UCX_TLS ?= self,sm
 # the system MPI (the binary wheel expects a library Debian does not ship).
 VENV ?= $(CURDIR)/.venv
 
-.PHONY: all deps build header install test test-rust test-c test-python fuzz demo clean
+.PHONY: all deps build header install test test-rust test-c test-python test-docs docs fuzz bench demo clean
 
 # Seconds each fuzz target runs in `make test` (`make fuzz` defaults to 60).
 FUZZ_SECONDS ?= 30
@@ -74,8 +74,33 @@ $(VENV)/bin/python:
 	$(VENV)/bin/pip install --quiet numpy pytest
 	$(VENV)/bin/pip install --quiet --no-binary mpi4py mpi4py
 
-test-python: install-test-prefix $(VENV)/bin/python
+# torch for pyddstore.torch and its tests, used on CPU. PyPI's Linux wheel is a
+# CUDA build whose libtorch links the CUDA runtime even for CPU work, so the
+# nvidia-* wheels are needed; triton (1 GB, torch.compile on GPUs) and
+# cuda-bindings are not, hence --no-deps and this list, pinned for this torch.
+TORCH_VERSION := 2.15.0
+TORCH_DEPS := filelock 'typing-extensions>=4.13' 'sympy>=1.13.3' 'networkx>=2.5.1' jinja2 'fsspec>=0.8.5' \
+	'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.2.2' \
+	nvidia-cudnn-cu13==9.26.0.51 nvidia-cusparselt-cu13==0.8.1 nvidia-nccl-cu13==2.30.7 \
+	nvidia-nvshmem-cu13==3.7.2
+
+$(VENV)/.torch-$(TORCH_VERSION): $(VENV)/bin/python
+	$(VENV)/bin/pip install --quiet --no-deps torch==$(TORCH_VERSION)
+	$(VENV)/bin/pip install --quiet $(TORCH_DEPS)
+	$(VENV)/bin/python -c 'import torch, torch.distributed as d; assert d.is_gloo_available()'
+	touch $@
+
+test-python: install-test-prefix $(VENV)/bin/python $(VENV)/.torch-$(TORCH_VERSION)
 	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
+
+# The documentation site in build/docs (Sphinx + MyST; warnings are errors).
+docs:
+	VENV=$(VENV) ./docs/build.sh
+
+# The site, plus the quick-start commands exactly as the pages show them.
+test-docs: install-test-prefix $(VENV)/bin/python
+	VENV=$(VENV) ./docs/build.sh
+	VENV=$(VENV) ./docs/tools/test_quickstarts.sh $(TEST_PREFIX)
 
 # cargo-fuzz targets for the pure parts (ownership, round planning, option
 # and NIC-map parsing), each for a bounded time.
@@ -86,12 +111,25 @@ test: deps
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-c
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-docs
 	$(MAKE) --no-print-directory fuzz
 
 demo: deps install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target demo
 	mpiexec -n $(NP) $(BUILD)/capi-tests/demo
+
+# The benchmark (2 ranks): the store against its transport's floors, then the
+# results page and plot (docs/results.md, docs/results.png). See docs/performance.md.
+bench: deps install-test-prefix $(VENV)/bin/python
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)/capi-tests -j 2 --target bench
+	$(VENV)/bin/pip install --quiet matplotlib
+	mkdir -p $(BUILD)/bench
+	mpiexec -n 2 $(BUILD)/capi-tests/bench --out $(BUILD)/bench/results.jsonl
+	mpiexec -n 1 $(BUILD)/capi-tests/bench --mem add --out $(BUILD)/bench/results.jsonl --append
+	mpiexec -n 1 $(BUILD)/capi-tests/bench --mem chunked --out $(BUILD)/bench/results.jsonl --append
+	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --md docs/results.md --png docs/results.png
 
 clean:
 	rm -rf $(BUILD)

@@ -3,7 +3,7 @@
 # MPICH, libfabric, libclang (bindgen), CMake, gfortran, pkg-config.
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
-pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv)
+pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
