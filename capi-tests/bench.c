@@ -39,6 +39,7 @@ static char g_hs_dir[1024];
 static int g_failed;
 static double g_noise; /* other processes' CPU share while the current group ran */
 static int g_group_batch; /* batch of the current group; 0 for the single-row group */
+static int g_ctx_shm;     /* the shared-memory floor is set up for this row size */
 static int g_attempts, g_noisy;
 
 /* ------------------------------------------------------------------ helpers */
@@ -170,8 +171,10 @@ static const bench_method METHODS[] = {
     {"mpi", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
      {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0},
     /* Method 0 with node-local reads (the default): every row is copied from
-     * (shared) memory, so the floor is memcpy. */
-    {"mpi+local", DDS_METHOD_MPI, NULL, 1, {"host", NULL, NULL}, {"memcpy", NULL, NULL}, {"memcpy", NULL, NULL}, 0},
+     * shared memory, so the floor is memcpy from shared-memory segments
+     * (memcpy-shm); memcpy from private memory is shown next to it. */
+    {"mpi+local", DDS_METHOD_MPI, NULL, 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
+     {"memcpy-shm", NULL, NULL}, 0},
     /* Method 1 (libfabric RDMA), node-local reads off; its floors are the raw
      * fi_read ones (TODO(method 1) in bench_floors.c), so no ratio yet. */
     {"fabric:shm", DDS_METHOD_FABRIC, "shm", 0, {NULL, NULL, NULL}, {"fi-read-shm", NULL, NULL},
@@ -179,8 +182,8 @@ static const bench_method METHODS[] = {
     {"fabric:tcp", DDS_METHOD_FABRIC, "tcp;ofi_rxm", 0, {NULL, NULL, NULL}, {"fi-read-tcp", NULL, NULL},
      {"fi-read-pipelined-tcp", NULL, NULL}, 0},
     /* Method 1 with node-local reads: one-sided batches copied from shared memory. */
-    {"fabric+local", DDS_METHOD_FABRIC, "shm", 1, {"host", NULL, NULL}, {"memcpy", NULL, NULL}, {"memcpy", NULL, NULL},
-     0},
+    {"fabric+local", DDS_METHOD_FABRIC, "shm", 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
+     {"memcpy-shm", NULL, NULL}, 0},
     /* Method 2 (split jobs): probed; timing it needs a second (extra) job. */
     {"split:shm", DDS_METHOD_SPLIT, "shm", 0, {NULL, NULL, NULL}, {"fi-read-shm", NULL, NULL},
      {"fi-read-pipelined-shm", NULL, NULL}, 1},
@@ -207,7 +210,7 @@ static dds_status create_store(const bench_method *m, dds_store **out) {
 /* ------------------------------------------------------------------- floors */
 
 typedef struct {
-  const char *transport; /* "host" or "mpi" (later "fabric:<provider>") */
+  const char *transport; /* "host", "host-shm" or "mpi" (later "fabric:<provider>") */
   const char *name;
   read_fn fn;
   int single;   /* measured as a single-row op (batch 1) */
@@ -219,6 +222,7 @@ typedef struct {
 
 static const floor_def FLOORS[] = {
     {"host", "memcpy", floor_memcpy, 1, 1, -1, ORDER_LOCAL, 1},
+    {"host-shm", "memcpy-shm", floor_memcpy_shm, 1, 1, -1, ORDER_REQUEST, 1},
     {"mpi", "mpi-get-lock", floor_mpi_get_lock, 1, 0, 0, ORDER_REQUEST, 0},
     {"mpi", "mpi-get-flush", floor_mpi_get_flush, 1, 0, 1, ORDER_REQUEST, 1},
     {"mpi", "mpi-get-pipelined", floor_mpi_get_pipelined, 0, 1, 1, ORDER_REQUEST, 1},
@@ -303,6 +307,8 @@ typedef struct {
   double *per;   /* us per row of each repeat */
   int prof;
   dds_counters before, after;
+  const char *const *floors; /* what a store path is compared to (see finish) */
+  int nfloors, nprimary;
 } group_item;
 
 enum { MAX_GROUP = 16 };
@@ -435,8 +441,13 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
   char ratios[512];
   int at = snprintf(ratios, sizeof ratios, "{");
   for (int i = 0; i < nfloors; i++) {
-    double m = strcmp(floors[i], "store-get") == 0 ? lookup(p->method, "store", "get", c->rb, 1, p->dest)
-                                                   : lookup(NULL, floors[i], NULL, c->rb, p->batch, p->dest);
+    double m;
+    if (strcmp(floors[i], "store-get") == 0) { /* the same rows read one by one, into the same destination if measured */
+      m = lookup(p->method, "store", "get", c->rb, p->batch, p->dest);
+      if (m <= 0) m = lookup(p->method, "store", "get", c->rb, 1, p->dest);
+    } else {
+      m = lookup(NULL, floors[i], NULL, c->rb, p->batch, p->dest);
+    }
     if (m <= 0) continue;
     at += snprintf(ratios + at, sizeof ratios - (size_t)at, "%s\"%s\":%.4f", at > 1 ? "," : "", floors[i], s.med / m);
     if (i < nprimary && (!fname || m < fmed)) {
@@ -491,6 +502,9 @@ static void add_item(group *g, bench_path p, int lock_all) {
   }
   g->items[g->n].p = p;
   g->items[g->n].lock_all = lock_all;
+  g->items[g->n].floors = g->floors;
+  g->items[g->n].nfloors = g->nfloors;
+  g->items[g->n].nprimary = g->nprimary;
   g->n++;
 }
 
@@ -549,7 +563,7 @@ static void run_group(bench_ctx *c, group *g) {
   if (g_noise > g_opt.max_noise) g_noisy++;
   for (int i = 0; i < g->n; i++)
     if (g->items[i].p.store)
-      finish(c, &g->items[i], g->floors, g->nfloors, g->nprimary);
+      finish(c, &g->items[i], g->items[i].floors, g->items[i].nfloors, g->items[i].nprimary);
     else
       finish(c, &g->items[i], NULL, 0, 0);
   floors_mpi_lock_all(c, 0);
@@ -604,10 +618,15 @@ static void ctx_setup(bench_ctx *c, int64_t rb) {
     }
   }
   floors_mpi_setup(c);
+  c->shm = NULL;
+  g_ctx_shm = selected(g_opt.only_paths, "memcpy-shm") && floors_shm_setup(c);
+  if (!g_ctx_shm && g_me == 0 && selected(g_opt.only_paths, "memcpy-shm"))
+    printf("# floor memcpy-shm skipped: the ranks are not all on this node, or POSIX shared memory failed\n");
 }
 
 static void ctx_teardown(bench_ctx *c) {
   floors_mpi_teardown(c);
+  floors_shm_teardown(c);
   for (int q = 0; q < c->np; q++) {
     free(c->idx[q]);
     free(c->own[q]);
@@ -631,17 +650,22 @@ static int sweep(int64_t rb, int *out) {
 }
 
 /* Adds the floors of `transport` for batch `batch` (0: the single-op floors)
- * with destination `dest`. */
+ * with destination `dest`; batch < 0: the single-op floors that have no batch
+ * form, -batch rows into one destination of -batch rows. */
 static void add_floors(group *g, const char *transport, int batch, int dest) {
   for (int f = 0; f < N_FLOORS; f++) {
     const floor_def *fd = &FLOORS[f];
     if (strcmp(fd->transport, transport) != 0 || !selected(g_opt.only_paths, fd->name)) continue;
+    if (fd->fn == floor_memcpy_shm && !g_ctx_shm) continue;
     if (dest == DEST_FRESH && !fd->fresh) continue;
     if (batch == 0 && fd->single)
       add_item(g, (bench_path){fd->transport, fd->name, "get", 1, dest, fd->order, fd->fn, NULL, NULL, NULL},
                fd->lock_all);
     if (batch > 0 && fd->batch)
       add_item(g, (bench_path){fd->transport, fd->name, "get_batch", batch, dest, fd->order, fd->fn, NULL, NULL, NULL},
+               fd->lock_all);
+    if (batch < 0 && fd->single && !fd->batch)
+      add_item(g, (bench_path){fd->transport, fd->name, "get", -batch, dest, fd->order, fd->fn, NULL, NULL, NULL},
                fd->lock_all);
   }
 }
@@ -701,6 +725,17 @@ static void run_method(bench_ctx *c, const bench_method *m) {
     for (int dest = DEST_REUSED; dest <= (b == 128 ? DEST_FRESH : DEST_REUSED); dest++) {
       for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(&gb, m->floors[t], b, dest);
     }
+    if (b == 128) {
+      /* The same 128 rows read one by one into the same 128-row destination:
+       * what "a batch is never slower than single reads" compares with (a
+       * 1-row destination stays in cache, a 128-row one need not). */
+      for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(&gb, m->floors[t], -b, DEST_REUSED);
+      if (do_store) {
+        gb.floors = single_f, gb.nfloors = ns, gb.nprimary = nsp;
+        add_item(&gb, (bench_path){m->label, "store", "get", b, DEST_REUSED, ORDER_REQUEST, store_get, &st, s, var}, -1);
+        gb.floors = batch_f, gb.nfloors = nbf, gb.nprimary = 1;
+      }
+    }
     if (do_store)
       for (int dest = 0; dest < (b == 128 ? N_DEST : 1); dest++)
         add_item(&gb, (bench_path){m->label, "store", "get_batch", b, dest, ORDER_REQUEST, store_get_batch, &st, s, var},
@@ -736,7 +771,7 @@ static int parse(int argc, char **argv) {
   o->mem_node_local = -1;
   o->max_noise = 0.10;
   o->retries = 2;
-  int sizes_given = 0, repeats_given = 0, ms_given = 0, shard_given = 0;
+  int sizes_given = 0, repeats_given = 0, ms_given = 0, shard_given = 0, retries_given = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEEDV \
@@ -756,7 +791,7 @@ static int parse(int argc, char **argv) {
     else if (!strcmp(a, "--mem-mib")) { NEEDV; o->mem_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--chunk-mib")) { NEEDV; o->chunk_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--max-noise")) { NEEDV; o->max_noise = atof(v) / 100; }
-    else if (!strcmp(a, "--retries")) { NEEDV; o->retries = atoi(v); }
+    else if (!strcmp(a, "--retries")) { NEEDV; o->retries = atoi(v); retries_given = 1; }
     else if (!strcmp(a, "--mem-node-local")) { NEEDV; o->mem_node_local = atoi(v) != 0; }
     else if (!strcmp(a, "--thread")) {
       NEEDV;
@@ -781,6 +816,7 @@ static int parse(int argc, char **argv) {
     if (!shard_given) o->shard_bytes = 4LL << 20;
     if (!sizes_given) o->n_sizes = 2, o->sizes[0] = 3072, o->sizes[1] = 204800;
     o->max_batch_bytes = 32LL << 20;
+    if (!retries_given) o->retries = 0; /* a smoke test times nothing worth repeating */
   }
   if (o->repeats < 1 || o->min_repeat_s < 0 || o->shard_bytes < 8 || o->n_sizes < 1) return 0;
   for (int i = 0; i < o->n_sizes; i++)

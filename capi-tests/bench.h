@@ -60,6 +60,9 @@ typedef struct {
   char *a2a_send;
   int64_t a2a_send_cap;
   int *a2a_counts; /* 4 x np: scounts, sdispls, rcounts, rdispls */
+  /* The shared-memory floor: every rank's shard in a segment, mapped by all. */
+  char **shm;
+  size_t shm_len;
 } bench_ctx;
 
 /* One read call: `batch` rows, the pool rows [cursor, cursor + batch) of this
@@ -105,6 +108,9 @@ void *xmalloc(size_t n);
 
 /* bench_floors.c: the floors of the same transports, with no store logic. */
 void floor_memcpy(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floor_memcpy_shm(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+int floors_shm_setup(bench_ctx *c);
+void floors_shm_teardown(bench_ctx *c);
 void floor_mpi_get_lock(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
 void floor_mpi_get_flush(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
 void floor_mpi_get_pipelined(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);

@@ -4,8 +4,11 @@
  * rows) and copies the rows a rank holds itself with memcpy, as the store does;
  * only the remote rows use the transport. Owners and offsets are precomputed
  * outside the timed loop. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -24,6 +27,66 @@ void floor_memcpy(bench_ctx *c, void *state, int64_t cursor, int batch, char *ds
   (void)state;
   const int64_t *off = c->off[c->me] + cursor;
   for (int i = 0; i < batch; i++) memcpy(dst + (int64_t)i * c->rb, c->mine + off[i], (size_t)c->rb);
+}
+
+/* memcpy of the same rows from POSIX shared memory: every rank's shard in a
+ * shm segment that the other ranks of the node map read-only, which is how
+ * node-local reads reach same-node rows (shared mappings of tmpfs pages, not
+ * private heap pages). Only when every rank is on this node. */
+void floor_memcpy_shm(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst) {
+  (void)state;
+  const int32_t *own = c->own[c->me] + cursor;
+  const int64_t *off = c->off[c->me] + cursor;
+  for (int i = 0; i < batch; i++) memcpy(dst + (int64_t)i * c->rb, c->shm[own[i]] + off[i], (size_t)c->rb);
+}
+
+/* Collective: creates this rank's segment (a copy of `mine`) and maps every
+ * peer's; returns 0 (and maps nothing) unless every rank is on this node. */
+int floors_shm_setup(bench_ctx *c) {
+  MPI_Comm node;
+  int node_size, ok = 1, all_ok;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->me, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  if (node_size != c->np) return 0;
+  long job = (long)getpid();
+  MPI_Bcast(&job, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  size_t len = (size_t)(c->rows * c->rb);
+  char name[64];
+  snprintf(name, sizeof name, "/ddsbench.%ld.%d", job, c->me);
+  c->shm = calloc((size_t)c->np, sizeof(char *));
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 || ftruncate(fd, (off_t)len) != 0) ok = 0;
+  if (ok) {
+    c->shm[c->me] = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c->shm[c->me] == MAP_FAILED) ok = 0, c->shm[c->me] = NULL;
+    else memcpy(c->shm[c->me], c->mine, len);
+  }
+  if (fd >= 0) close(fd);
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  for (int q = 0; all_ok && q < c->np; q++) {
+    if (q == c->me) continue;
+    char peer[64];
+    snprintf(peer, sizeof peer, "/ddsbench.%ld.%d", job, q);
+    int pfd = shm_open(peer, O_RDONLY, 0);
+    void *m = pfd < 0 ? MAP_FAILED : mmap(NULL, len, PROT_READ, MAP_SHARED, pfd, 0);
+    if (pfd >= 0) close(pfd);
+    if (m == MAP_FAILED) ok = 0;
+    else c->shm[q] = m;
+  }
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  shm_unlink(name); /* every peer has mapped it (or given up) */
+  c->shm_len = len;
+  if (!all_ok) floors_shm_teardown(c);
+  return all_ok;
+}
+
+void floors_shm_teardown(bench_ctx *c) {
+  if (!c->shm) return;
+  for (int q = 0; q < c->np; q++)
+    if (c->shm[q]) munmap(c->shm[q], c->shm_len);
+  free(c->shm);
+  c->shm = NULL;
 }
 
 /* One passive-target epoch per row: MPI_Win_lock(shared) / MPI_Get / MPI_Win_unlock. */
