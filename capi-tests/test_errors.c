@@ -65,7 +65,15 @@ static void create_errors(void) {
     EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "width differs across ranks");
     setenv("DDSTORE_ALLTOALL_MAX_BYTES", t_rank == 0 ? "4096" : "8192", 1);
     EXPECT_ERR(dds_create(comm, NULL, &s), DDS_ERR_INVALID_ARGUMENT, "DDSTORE_ALLTOALL_MAX_BYTES differs");
+    unsetenv("DDSTORE_ALLTOALL_MAX_BYTES");
+    /* Ranks moving batch rows different ways could not match each other. */
+    setenv("DDSTORE_BATCH_EXCHANGE", t_rank == 0 ? "sendrecv" : "alltoallv", 1);
+    EXPECT_ERR(dds_create(comm, NULL, &s), DDS_ERR_INVALID_ARGUMENT, "DDSTORE_BATCH_EXCHANGE differs");
+    unsetenv("DDSTORE_BATCH_EXCHANGE");
   }
+  setenv("DDSTORE_BATCH_EXCHANGE", "p2p", 1);
+  EXPECT_ERR(dds_create(comm, NULL, &s), DDS_ERR_INVALID_ARGUMENT, "DDSTORE_BATCH_EXCHANGE=\"p2p\" is not one of");
+  unsetenv("DDSTORE_BATCH_EXCHANGE");
   setenv("DDSTORE_ALLTOALL_MAX_BYTES", "lots", 1);
   EXPECT_ERR(dds_create(comm, NULL, &s), DDS_ERR_INVALID_ARGUMENT, "DDSTORE_ALLTOALL_MAX_BYTES=\"lots\"");
   unsetenv("DDSTORE_ALLTOALL_MAX_BYTES");

@@ -4,6 +4,7 @@
 //! stores) and validated: a malformed value is an error naming the variable,
 //! never a silent default.
 
+use crate::backend::rma::Exchange;
 use crate::error::{bail, Result};
 
 /// Default of `DDSTORE_ALLTOALL_MAX_BYTES`: bytes a rank receives per round of
@@ -25,6 +26,9 @@ pub const DEFAULT_HANDSHAKE_DIR: &str = "./ddstore_hs";
 pub struct Config {
     /// `DDSTORE_ALLTOALL_MAX_BYTES`: per-round receive cap of method-0 batches.
     pub alltoall_max_bytes: u64,
+    /// `DDSTORE_BATCH_EXCHANGE`: how method-0 batches move rows
+    /// (`auto`, `alltoallv` or `sendrecv`).
+    pub batch_exchange: Exchange,
     /// `DDSTORE_MAX_READ_BYTES`: longest single RDMA read; longer rows are split.
     pub max_read_bytes: u64,
     /// `DDSTORE_READ_TIMEOUT_S`: bound on waiting for one read to complete.
@@ -70,6 +74,15 @@ impl Config {
                 text("DDSTORE_ALLTOALL_MAX_BYTES"),
                 DEFAULT_ALLTOALL_MAX_BYTES,
             )?,
+            batch_exchange: match text("DDSTORE_BATCH_EXCHANGE").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+                None | Some("auto") => Exchange::Auto,
+                Some("alltoallv") => Exchange::Alltoallv,
+                Some("sendrecv") => Exchange::SendRecv,
+                Some(v) => bail!(
+                    InvalidArgument,
+                    "DDSTORE_BATCH_EXCHANGE={v:?} is not one of auto, alltoallv, sendrecv"
+                ),
+            },
             max_read_bytes: positive_bytes(
                 "DDSTORE_MAX_READ_BYTES",
                 text("DDSTORE_MAX_READ_BYTES"),
@@ -175,9 +188,11 @@ mod tests {
             ("DDSTORE_PROFILE", "1"),
             ("DDSTORE_READ_TIMEOUT_S", "2.5"),
             ("DDSTORE_FABRIC", "hsn"),
+            ("DDSTORE_BATCH_EXCHANGE", " SendRecv"),
         ])
         .unwrap();
         assert_eq!(c.alltoall_max_bytes, 4096);
+        assert_eq!(c.batch_exchange, Exchange::SendRecv);
         assert!(c.profile);
         assert_eq!(c.read_timeout_s, 2.5);
         assert_eq!(c.fabric.as_deref(), Some("hsn"));
@@ -194,6 +209,7 @@ mod tests {
             ("DDSTORE_HANDSHAKE_TIMEOUT_S", "inf"),
             ("DDSTORE_PROGRESS_SLEEP_US", "0"),
             ("DDSTORE_PROGRESS_SLEEP_US", "2000000"),
+            ("DDSTORE_BATCH_EXCHANGE", "p2p"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");

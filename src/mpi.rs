@@ -7,6 +7,7 @@
 
 use std::os::raw::{c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use mpi_sys as ffi;
 
@@ -54,6 +55,16 @@ pub fn thread_multiple() -> bool {
     level >= ffi::MPI_THREAD_MULTIPLE as c_int
 }
 
+static FINALIZE_BEGAN: AtomicBool = AtomicBool::new(false);
+
+/// True once `MPI_Finalize` has started (and the `before_finalize` hook has
+/// run). One atomic load, for read paths: a live store implies MPI was
+/// initialised and the hook registered.
+#[inline]
+pub fn finalize_began() -> bool {
+    FINALIZE_BEGAN.load(Ordering::Acquire)
+}
+
 /// Arranges for `hook` to run at the start of `MPI_Finalize`, while MPI still
 /// works: MPI deletes the attributes of `MPI_COMM_SELF` first thing during
 /// finalisation, so a delete callback on one of them is the standard place
@@ -68,6 +79,7 @@ pub fn before_finalize(hook: fn()) -> Result<()> {
             // A panic must not unwind into MPI.
             let _ = std::panic::catch_unwind(|| h());
         }
+        FINALIZE_BEGAN.store(true, Ordering::Release);
         ffi::MPI_SUCCESS as c_int
     }
 
@@ -273,6 +285,41 @@ impl Comm {
             },
             "MPI_Alltoallv",
         )
+    }
+
+    /// Starts receiving one `dtype` item from `from` into `buf` (tag 0).
+    pub fn irecv(&self, buf: *mut u8, dtype: &Datatype, from: usize, reqs: &mut Vec<ffi::MPI_Request>) -> Result<()> {
+        let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: the caller keeps `buf` (one item of `dtype`) alive until `waitall`.
+        check(
+            unsafe { ffi::MPI_Irecv(buf.cast(), 1, dtype.raw, from as c_int, 0, self.raw, &mut r) },
+            "MPI_Irecv",
+        )?;
+        reqs.push(r);
+        Ok(())
+    }
+
+    /// Starts sending one `dtype` item at `buf` to `to` (tag 0).
+    pub fn isend(&self, buf: *const u8, dtype: &Datatype, to: usize, reqs: &mut Vec<ffi::MPI_Request>) -> Result<()> {
+        let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: the caller keeps `buf` alive and unchanged until `waitall`.
+        check(
+            unsafe { ffi::MPI_Isend(buf as *const c_void, 1, dtype.raw, to as c_int, 0, self.raw, &mut r) },
+            "MPI_Isend",
+        )?;
+        reqs.push(r);
+        Ok(())
+    }
+
+    /// Completes every request started by `irecv`/`isend` and empties `reqs`.
+    pub fn waitall(reqs: &mut Vec<ffi::MPI_Request>) -> Result<()> {
+        if reqs.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: every element is a request started by this module.
+        let rc = unsafe { ffi::MPI_Waitall(reqs.len() as c_int, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+        reqs.clear();
+        check(rc, "MPI_Waitall")
     }
 
     pub fn raw(&self) -> ffi::MPI_Comm {

@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
-use crate::backend::rma::{self, RmaVar, Requests, Scratch};
+use crate::backend::rma::{self, RmaVar, Scratch, Source};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
 use crate::layout::Layout;
@@ -154,11 +154,11 @@ impl Store {
 
         // Settings that must be identical everywhere.
         let cap = cfg.alltoall_max_bytes as i64;
-        let mut hi = [width, cap, method.code() as i64];
+        let mut hi = [width, cap, method.code() as i64, cfg.batch_exchange as i64];
         let mut lo = hi;
         world.allreduce_max(&mut hi)?;
         world.allreduce_min(&mut lo)?;
-        for (i, what) in ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method"].iter().enumerate() {
+        for (i, what) in ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method", "DDSTORE_BATCH_EXCHANGE"].iter().enumerate() {
             if hi[i] != lo[i] {
                 bail!(InvalidArgument, "{what} differs across ranks ({} to {}); it must be the same on every rank", lo[i], hi[i]);
             }
@@ -204,8 +204,9 @@ impl Store {
         self.comm.size()
     }
 
+    #[inline]
     fn check_running(&self) -> Result<()> {
-        if !mpi::running() {
+        if mpi::finalize_began() {
             bail!(BadState, "MPI has been finalized; only dds_destroy is allowed");
         }
         Ok(())
@@ -358,7 +359,7 @@ impl Store {
                     }
                 }
             }
-            v.counters.read_call(count as u64, dst_bytes as u64, if direct.is_some() { count as u64 } else { 0 });
+            v.counters.read_call(count as u64, if direct.is_some() { count as u64 } else { 0 });
             Ok(())
         })
     }
@@ -426,7 +427,7 @@ impl Store {
             }
         }
         f.read(&ops, dst, dst_bytes, &v.counters, self.cfg.profile)?;
-        v.counters.read_call(idx.len() as u64, dst_bytes as u64, local_rows);
+        v.counters.read_call(idx.len() as u64, local_rows);
         Ok(())
     }
 
@@ -477,14 +478,13 @@ impl Store {
             }
             idx.len() as u64
         } else {
-            let counts = self.comm.allgather(&(idx.len() as i64))?;
-            let all = self.comm.allgatherv_i64(idx, &counts)?;
-            let req = Requests { counts: &counts, all: &all };
-            rma::exchange(&self.comm, &v.layout, &v.shard, &v.near, v.row_bytes, self.cfg.alltoall_max_bytes, &req, dst, &mut scratch)?
+            let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
+            let (cap, mode) = (self.cfg.alltoall_max_bytes, self.cfg.batch_exchange);
+            rma::exchange(&self.comm, &src, cap, mode, idx, dst, &mut scratch)?
         };
         t.lap(&v.counters.read_ns);
         if !idx.is_empty() {
-            v.counters.read_call(idx.len() as u64, idx.len() as u64 * v.row_bytes, direct);
+            v.counters.read_call(idx.len() as u64, direct);
         }
         Ok(())
     }
@@ -537,7 +537,7 @@ impl Store {
     }
 
     pub fn profile(&self, name: &str) -> Result<(Snapshot, bool)> {
-        self.with_var(name, |v| Ok((v.counters.snapshot(), self.cfg.profile)))
+        self.with_var(name, |v| Ok((v.counters.snapshot(v.row_bytes), self.cfg.profile)))
     }
 
     /// Collective: opens (`open` true) or closes a read epoch. Makes local

@@ -214,13 +214,6 @@ impl Near {
         }
     }
 
-    /// True when requester `reader` copies this rank's rows itself (so they
-    /// must not be sent to it). Symmetric with `src` on the reader's side.
-    #[inline]
-    pub fn reads_directly(&self, reader: usize) -> bool {
-        reader == self.node.me || (self.on && self.node.same_node(reader, self.node.me))
-    }
-
     /// True when the direct path serves this variable's same-node owners.
     pub fn is_on(&self) -> bool {
         self.on

@@ -2,12 +2,16 @@
 //!
 //! Single reads (`dds_get`) are passive-target gets on the variable's window.
 //! Batched reads follow DDStore 3.0 (after MDLoader): every rank learns every
-//! rank's request list, then rows move in `MPI_Alltoallv` rounds that bound
-//! what a rank receives per round. Two refinements over DDStore: rows owned by
-//! the rank itself or by a rank of the same node (node-local reads, see
-//! `backend::local`) are copied directly instead of travelling through MPI,
-//! and when a request list is ordered by owner, rows are received straight
-//! into the destination instead of through a staging buffer.
+//! rank's request list, then rows move in rounds that bound what a rank
+//! receives per round (`DDSTORE_ALLTOALL_MAX_BYTES`). Refinements over
+//! DDStore:
+//! - rows owned by the rank itself or by a rank of the same node (node-local
+//!   reads, see `backend::local`) are copied directly; they are left out of
+//!   the gathered lists, so they neither travel nor count against the cap;
+//! - large rows travel as one message each, from the owner's shard straight
+//!   into the destination (`Exchange::SendRecv`), instead of being packed
+//!   and reordered around an `MPI_Alltoallv`;
+//! - with `MPI_Alltoallv`, a list ordered by owner lands in place.
 
 use std::os::raw::c_int;
 
@@ -44,135 +48,179 @@ impl RmaVar {
     }
 }
 
-/// Staging memory reused across batched reads (grown, never shrunk, so a
-/// training loop stops allocating after its first batch).
+/// How a method-0 batch moves the rows that travel (`DDSTORE_BATCH_EXCHANGE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// `SendRecv` for rows of at least `SENDRECV_MIN_ROW_BYTES`, else `Alltoallv`.
+    Auto,
+    /// Owners pack rows into one buffer per requester; one `MPI_Alltoallv`
+    /// per round; requesters reorder when the rows arrive grouped by owner.
+    Alltoallv,
+    /// One message per row, straight from the owner's shard into its place
+    /// in the destination: no packing and no reordering copy.
+    SendRecv,
+}
+
+/// From this row size up, the two extra copies of `Alltoallv` (pack, then
+/// reorder) cost more than a message per row; below it, per-message
+/// overhead dominates (measured by `make bench`, docs/performance.md).
+pub const SENDRECV_MIN_ROW_BYTES: u64 = 64 * 1024;
+
+/// Memory reused across batched reads (grown, never shrunk, so a training
+/// loop stops allocating after its first batch).
 #[derive(Default)]
 pub struct Scratch {
     send: Vec<u8>,
     recv: Vec<u8>,
-    owners: Vec<u32>,
+    /// This rank's rows that travel, their positions in the destination,
+    /// and their owners.
+    travel: Vec<i64>,
+    at: Vec<usize>,
+    owner: Vec<u32>,
     counts: Vec<c_int>,
+    reqs: Vec<mpi_sys::MPI_Request>,
 }
 
-/// What one rank knows about a collective batch: every rank's request list.
-pub struct Requests<'a> {
-    /// Rows requested by each rank.
-    pub counts: &'a [i64],
-    /// All requests, rank 0's first (validated against the layout).
-    pub all: &'a [i64],
+/// A variable's data as one batch sees it.
+pub struct Source<'a> {
+    pub layout: &'a Layout,
+    pub shard: &'a Shard,
+    pub near: &'a Near,
+    pub row_bytes: u64,
 }
 
-/// Moves the rows of a collective batch. `dst` receives this rank's rows in
-/// request order; every rank of `comm` calls this with the same `req`. Rows
-/// of owners `near` reaches directly are copied; an owner leaves them out of
-/// what it sends (both sides decide from the same node map). Returns how
-/// many of this rank's rows were copied directly.
-#[allow(clippy::too_many_arguments)]
+/// Moves the rows of a collective batch: row i of `dst` receives global row
+/// `idx[i]`. Every rank of `comm` calls this (with its own `idx`). Rows of
+/// owners `near` reaches directly are copied at once and never travel; the
+/// others are all-gathered, so every rank can derive the same rounds of at
+/// most `cap` received bytes per rank, and move in those rounds. Returns
+/// how many rows were copied directly.
 pub fn exchange(
     comm: &Comm,
-    layout: &Layout,
-    shard: &Shard,
-    near: &Near,
-    row_bytes: u64,
+    src: &Source,
     cap: u64,
-    req: &Requests,
+    mode: Exchange,
+    idx: &[i64],
     dst: *mut u8,
     scratch: &mut Scratch,
 ) -> Result<u64> {
     let (me, p) = (comm.rank(), comm.size());
-    let rb = row_bytes as usize;
-    let per = rows_per_round(row_bytes, cap, p);
-    let rounds = n_rounds(req.counts, per);
-    if rounds == 0 {
-        return Ok(0);
+    let rb = src.row_bytes as usize;
+    let Scratch { send, recv, travel, at, owner, counts: rcounts_buf, reqs } = scratch;
+    travel.clear();
+    at.clear();
+    owner.clear();
+    let mut direct = 0u64;
+    for (i, &g) in idx.iter().enumerate() {
+        let (o, local) = src.layout.owner(g);
+        if let Some(base) = src.near.src(o) {
+            // SAFETY: the row lies inside o's shard; dst holds idx.len() rows.
+            unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), dst.add(i * rb), rb) };
+            direct += 1;
+        } else {
+            travel.push(g);
+            at.push(i);
+            owner.push(o as u32);
+        }
     }
-    let starts: Vec<i64> = req
-        .counts
+
+    let counts = comm.allgather(&(travel.len() as i64))?;
+    let per = rows_per_round(src.row_bytes, cap, p);
+    let rounds = n_rounds(&counts, per);
+    if rounds == 0 {
+        return Ok(direct);
+    }
+    let all = comm.allgatherv_i64(travel, &counts)?;
+    let starts: Vec<usize> = counts
         .iter()
-        .scan(0i64, |acc, &c| {
+        .scan(0usize, |acc, &c| {
             let s = *acc;
-            *acc += c;
+            *acc += c as usize;
             Some(s)
         })
         .collect();
-    let (my_lo, my_hi) = layout.shard(me);
-    let mine = &req.all[starts[me] as usize..(starts[me] + req.counts[me]) as usize];
-    let dtype = Datatype::row(row_bytes)?;
-    let Scratch { send, recv, owners, counts } = scratch;
-    counts.clear();
-    counts.resize(2 * p, 0);
-    let (scounts, rcounts) = counts.split_at_mut(p);
-    let mut rdispls = vec![0 as c_int; p];
-    let mut direct = 0u64;
+    let dtype = Datatype::row(src.row_bytes)?;
+    let sendrecv = match mode {
+        Exchange::Auto => src.row_bytes >= SENDRECV_MIN_ROW_BYTES,
+        Exchange::SendRecv => true,
+        Exchange::Alltoallv => false,
+    };
+    let (my_lo, my_hi) = src.layout.shard(me);
+    // The rows requester q wants from this rank in round k, with their byte
+    // offsets in this rank's shard (request order).
+    let (all, starts, counts) = (&all[..], &starts[..], &counts[..]);
+    let wanted = move |q: usize, k: i64| {
+        let (lo, hi) = round_slice(counts[q], per, k);
+        all[starts[q] + lo as usize..starts[q] + hi as usize]
+            .iter()
+            .filter(move |&&g| g >= my_lo && g < my_hi)
+            .map(move |&g| (g - my_lo) as usize * rb)
+    };
+    let base = src.shard.as_ptr();
 
     for k in 0..rounds {
-        // Pack the rows this rank owns, for every requester that does not
-        // copy them itself (other nodes), in request order.
+        let (lo, hi) = round_slice(counts[me], per, k);
+        let (lo, hi) = (lo as usize, hi as usize);
+        if sendrecv {
+            // Receives are posted first so that sends find them waiting.
+            // (A failing MPI_Irecv/Isend leaves MPI unusable; requests
+            // posted before it are abandoned with it.)
+            for j in lo..hi {
+                // SAFETY: at[j] < idx.len(), the destination's row count.
+                comm.irecv(unsafe { dst.add(at[j] * rb) }, &dtype, owner[j] as usize, reqs)?;
+            }
+            for q in (0..p).filter(|&q| q != me) {
+                for off in wanted(q, k) {
+                    // SAFETY: off is a row inside this rank's shard.
+                    comm.isend(unsafe { base.add(off) }, &dtype, q, reqs)?;
+                }
+            }
+            Comm::waitall(reqs)?;
+            continue;
+        }
+
+        // Alltoallv: pack per requester, in request order.
+        rcounts_buf.clear();
+        rcounts_buf.resize(2 * p, 0);
+        let (scounts, rcounts) = rcounts_buf.split_at_mut(p);
         send.clear();
         for (q, sc) in scounts.iter_mut().enumerate() {
-            *sc = 0;
-            if near.reads_directly(q) {
+            if q == me {
                 continue;
             }
-            let (lo, hi) = round_slice(req.counts[q], per, k);
-            let list = &req.all[(starts[q] + lo) as usize..(starts[q] + hi) as usize];
-            for &g in list.iter().filter(|&&g| g >= my_lo && g < my_hi) {
-                let at = (g - my_lo) as usize * rb;
-                // SAFETY: g is inside this rank's shard.
-                send.extend_from_slice(unsafe { std::slice::from_raw_parts(shard.as_ptr().add(at), rb) });
+            for off in wanted(q, k) {
+                // SAFETY: off is a row inside this rank's shard.
+                send.extend_from_slice(unsafe { std::slice::from_raw_parts(base.add(off), rb) });
                 *sc += 1;
             }
         }
         let sdispls = exclusive_prefix(scounts);
-
-        // Our own slice: copy direct rows now, count remote rows per owner.
-        let (lo, hi) = round_slice(req.counts[me], per, k);
-        let slice = &mine[lo as usize..hi as usize];
-        owners.clear();
-        rcounts.iter_mut().for_each(|c| *c = 0);
         let mut sorted = true;
-        for (i, &g) in slice.iter().enumerate() {
-            let (o, local) = layout.owner(g);
-            if let Some(base) = near.src(o) {
-                // SAFETY: the row lies inside o's shard; dst holds the caller's
-                // whole batch and row lo+i is in it.
-                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), dst.add((lo as usize + i) * rb), rb) };
-                direct += 1;
-            } else {
-                if rcounts[o] == 0 {
-                    rdispls[o] = i as c_int;
-                }
-                rcounts[o] += 1;
-            }
-            sorted &= owners.last().map_or(true, |&prev| prev as usize <= o);
-            owners.push(o as u32);
+        for j in lo..hi {
+            let o = owner[j] as usize;
+            rcounts[o] += 1;
+            sorted &= j == lo || (owner[j - 1] as usize <= o && at[j] == at[j - 1] + 1);
         }
-
-        // Owner-ordered lists land in place: each owner's rows form one run.
-        // SAFETY: dst + lo rows is inside the caller's buffer.
-        let slice_dst = unsafe { dst.add(lo as usize * rb) };
-        let recv_base = if sorted {
-            slice_dst
+        let rdispls = exclusive_prefix(rcounts);
+        // A run of consecutive destination rows already grouped by owner
+        // lands in place; anything else is staged and put in order after.
+        let recv_base = if sorted && hi > lo {
+            // SAFETY: at[lo] is a row of the destination.
+            unsafe { dst.add(at[lo] * rb) }
         } else {
-            let remote: usize = rcounts.iter().map(|&c| c as usize).sum();
             recv.clear();
-            recv.reserve(remote * rb);
-            rdispls.copy_from_slice(&exclusive_prefix(rcounts));
+            recv.reserve((hi - lo) * rb);
             recv.as_mut_ptr()
         };
         comm.alltoallv(send.as_ptr(), scounts, &sdispls, recv_base, rcounts, &rdispls, &dtype)?;
-
         if !sorted {
-            // Scatter each owner's run back into request order.
-            let mut cursor = rdispls.clone();
-            for (i, &o) in owners.iter().enumerate() {
-                let o = o as usize;
-                if near.src(o).is_some() {
-                    continue;
-                }
-                // SAFETY: the run of owner o holds rcounts[o] rows written by MPI.
+            let mut cursor = rdispls;
+            for j in lo..hi {
+                let o = owner[j] as usize;
+                // SAFETY: owner o's run holds rcounts[o] rows written by MPI;
+                // at[j] is a row of the destination.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(recv_base.add(cursor[o] as usize * rb), slice_dst.add(i * rb), rb)
+                    std::ptr::copy_nonoverlapping(recv_base.add(cursor[o] as usize * rb), dst.add(at[j] * rb), rb)
                 };
                 cursor[o] += 1;
             }

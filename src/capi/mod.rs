@@ -29,7 +29,29 @@ use crate::error::{bail, Error, Kind, Result};
 use crate::store::{Store, MAX_NAME_BYTES};
 use types::{dds_status, dds_store};
 
-static STORES: Lazy<RwLock<HashMap<usize, Arc<Store>>>> = Lazy::new(Default::default);
+static STORES: Lazy<RwLock<HashMap<usize, Arc<Store>, BuildIdHasher>>> = Lazy::new(Default::default);
+
+/// Hashes store ids (multiples of 16, handed out in order) by spreading
+/// their sequence number: every read looks one up, and SipHash's
+/// protection against crafted keys buys nothing for ids we issue.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | self.0 >> 56) ^ b as u64;
+        }
+    }
+    fn write_usize(&mut self, id: usize) {
+        self.0 = ((id as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(32);
+    }
+}
+
+type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
 /// Handle ids step by 16 so they look like (and align like) pointers.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(16);
 
