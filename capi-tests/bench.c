@@ -15,7 +15,10 @@
  * enough calls to last at least `min_repeat_ms`; the figure is microseconds
  * per row per rank: rank 0's median (min and max over its repeats) and the
  * largest median over ranks. After timing, one more call of the same path is
- * verified row by row against the fill pattern.
+ * verified row by row against the fill pattern. Method-1 store paths and
+ * their floors also run with 2 and 4 reader threads per rank (figure: wall
+ * time / rows of all threads); the floors of method 1 are raw fi_read on the
+ * store's provider (bench_fabric.c).
  *
  * One JSON object per line goes to --out (default build/bench/results.jsonl);
  * a table goes to stdout. scripts/bench-report.py turns the file into

@@ -23,6 +23,8 @@
 #include "bench.h"
 
 enum { EP_NAME_MAX = 256, FI_CQ_BATCH = 32 };
+/* A read that has not completed after this long will not: fail, do not hang. */
+static const double STALL_S = 60;
 
 typedef struct fi_thr fi_thr;
 
@@ -114,11 +116,26 @@ void floors_fi_progress(bench_ctx *c) {
   if (c->fi) cq_poll(c);
 }
 
+/* Aborts when a wait that began at *since (0: not yet) has lasted too long. */
+static void check_stall(bench_ctx *c, double *since, const char *what, int64_t pending) {
+  double now = now_s();
+  if (*since == 0) *since = now;
+  if (now - *since < STALL_S) return;
+  fprintf(stderr, "bench rank %d: %s on %s@%s: %lld reads of %lld bytes still pending after %.0f s (thread %d)\n",
+          c->me, what, c->fi->prov, c->fi->dom, (long long)pending, (long long)c->rb, STALL_S, bench_tid);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
 /* Waits (polling, yielding between empty polls) until every read this
  * thread posted has completed. */
 static void wait_mine(bench_ctx *c, fi_thr *t) {
-  while (atomic_load(&t->done) < t->posted)
-    if (cq_poll(c) == 0) sched_yield();
+  double since = 0;
+  unsigned idle = 0;
+  while (atomic_load(&t->done) < t->posted) {
+    if (cq_poll(c) > 0) continue;
+    sched_yield();
+    if (++idle % 4096 == 0) check_stall(c, &since, "waiting for fi_read completions", t->posted - t->done);
+  }
 }
 
 /* The calling thread's state, with room for `batch` reads. */
@@ -138,12 +155,14 @@ static void post_read(bench_ctx *c, fi_thr *t, int i, char *d, void *desc, int32
   bench_fi *f = c->fi;
   fi_op *op = &t->ops[i];
   op->owner = t;
-  for (;;) {
+  double since = 0;
+  for (unsigned idle = 1;; idle++) {
     ssize_t rc = fi_read(f->ep, d, (size_t)c->rb, desc, f->addr[owner], f->base[owner] + (uint64_t)off,
                          f->key[owner], op);
     if (rc == 0) break;
     if (rc != -FI_EAGAIN) fab_fail(c, "fi_read", (long)rc);
     if (cq_poll(c) == 0) sched_yield();
+    if (idle % 4096 == 0) check_stall(c, &since, "fi_read kept returning -FI_EAGAIN", t->posted - t->done);
   }
   t->posted++;
 }
