@@ -119,7 +119,7 @@ demo: deps install-test-prefix
 	cmake --build $(BUILD)/capi-tests -j 2 --target demo
 	mpiexec -n $(NP) $(BUILD)/capi-tests/demo
 
-# The benchmark (2 ranks; about 5 minutes on an idle 2-core machine): the
+# The benchmark (2 ranks; about 6 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
 # RSS cannot be reset), then docs/results.md and docs/results.png. See
 # docs/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes

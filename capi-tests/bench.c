@@ -15,13 +15,18 @@
  * enough calls to last at least `min_repeat_ms`; the figure is microseconds
  * per row per rank: rank 0's median (min and max over its repeats) and the
  * largest median over ranks. After timing, one more call of the same path is
- * verified row by row against the fill pattern.
+ * verified row by row against the fill pattern. Method-1 store paths and
+ * their floors also run with 2 and 4 reader threads per rank (figure: wall
+ * time / rows of all threads); the floors of method 1 are raw fi_read on the
+ * store's provider (bench_fabric.c).
  *
  * One JSON object per line goes to --out (default build/bench/results.jsonl);
  * a table goes to stdout. scripts/bench-report.py turns the file into
  * docs/results.md and docs/results.png. See docs/performance.md. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -33,7 +38,9 @@
 
 const char *const DEST_NAME[N_DEST] = {"reused", "fresh", "registered"};
 bench_opts g_opt;
+_Thread_local int bench_tid;
 static int g_me, g_np;
+static int g_provided; /* MPI thread level; reader threads need MPI_THREAD_MULTIPLE */
 static FILE *g_out;
 static char g_hs_dir[1024];
 static int g_failed;
@@ -62,6 +69,22 @@ double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void bench_sync(bench_ctx *c) {
+  if (!c || !c->fi) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return;
+  }
+  MPI_Request rq;
+  int done = 0;
+  MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+  for (;;) {
+    floors_fi_progress(c);
+    MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    sched_yield();
+  }
 }
 
 /* Word k of global row g: unique per (row, word), never zero-like. */
@@ -175,11 +198,11 @@ static const bench_method METHODS[] = {
      * (memcpy-shm); memcpy from private memory is shown next to it. */
     {"mpi+local", DDS_METHOD_MPI, NULL, 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
      {"memcpy-shm", NULL, NULL}, 0},
-    /* Method 1 (libfabric RDMA), node-local reads off; its floors are the raw
-     * fi_read ones (TODO(method 1) in bench_floors.c), so no ratio yet. */
-    {"fabric:shm", DDS_METHOD_FABRIC, "shm", 0, {NULL, NULL, NULL}, {"fi-read-shm", NULL, NULL},
+    /* Method 1 (libfabric RDMA), node-local reads off: its floors are raw
+     * fi_read on the store's own provider and domain (bench_fabric.c). */
+    {"fabric:shm", DDS_METHOD_FABRIC, "shm", 0, {"fabric:shm", NULL, NULL}, {"fi-read-shm", NULL, NULL},
      {"fi-read-pipelined-shm", NULL, NULL}, 0},
-    {"fabric:tcp", DDS_METHOD_FABRIC, "tcp;ofi_rxm", 0, {NULL, NULL, NULL}, {"fi-read-tcp", NULL, NULL},
+    {"fabric:tcp", DDS_METHOD_FABRIC, "tcp;ofi_rxm", 0, {"fabric:tcp", NULL, NULL}, {"fi-read-tcp", NULL, NULL},
      {"fi-read-pipelined-tcp", NULL, NULL}, 0},
     /* Method 1 with node-local reads: one-sided batches copied from shared memory. */
     {"fabric+local", DDS_METHOD_FABRIC, "shm", 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
@@ -210,7 +233,7 @@ static dds_status create_store(const bench_method *m, dds_store **out) {
 /* ------------------------------------------------------------------- floors */
 
 typedef struct {
-  const char *transport; /* "host", "host-shm" or "mpi" (later "fabric:<provider>") */
+  const char *transport; /* "host", "host-shm", "mpi" or "fabric:<provider>" */
   const char *name;
   read_fn fn;
   int single;   /* measured as a single-row op (batch 1) */
@@ -218,17 +241,20 @@ typedef struct {
   int lock_all; /* 1: needs the floor window in lock_all, 0: must not be, -1: either */
   int order;
   int fresh; /* also measured with fresh destinations (batch 1 and 128) */
+  int threaded; /* safe to call from several reader threads at once */
 } floor_def;
 
 static const floor_def FLOORS[] = {
-    {"host", "memcpy", floor_memcpy, 1, 1, -1, ORDER_LOCAL, 1},
-    {"host-shm", "memcpy-shm", floor_memcpy_shm, 1, 1, -1, ORDER_REQUEST, 1},
-    {"mpi", "mpi-get-lock", floor_mpi_get_lock, 1, 0, 0, ORDER_REQUEST, 0},
-    {"mpi", "mpi-get-flush", floor_mpi_get_flush, 1, 0, 1, ORDER_REQUEST, 1},
-    {"mpi", "mpi-get-pipelined", floor_mpi_get_pipelined, 0, 1, 1, ORDER_REQUEST, 1},
-    {"mpi", "mpi-alltoallv", floor_mpi_alltoallv, 0, 1, -1, ORDER_BY_OWNER, 0},
-    /* TODO(method 1): {"fabric:shm", "fi-read-shm", floor_fi_read_single, 1, 0, -1, ORDER_REQUEST, 1},
-     *                 {"fabric:shm", "fi-read-pipelined-shm", floor_fi_read_pipelined, 0, 1, -1, ORDER_REQUEST, 1}, */
+    {"host", "memcpy", floor_memcpy, 1, 1, -1, ORDER_LOCAL, 1, 1},
+    {"host-shm", "memcpy-shm", floor_memcpy_shm, 1, 1, -1, ORDER_REQUEST, 1, 1},
+    {"mpi", "mpi-get-lock", floor_mpi_get_lock, 1, 0, 0, ORDER_REQUEST, 0, 0},
+    {"mpi", "mpi-get-flush", floor_mpi_get_flush, 1, 0, 1, ORDER_REQUEST, 1, 0},
+    {"mpi", "mpi-get-pipelined", floor_mpi_get_pipelined, 0, 1, 1, ORDER_REQUEST, 1, 0},
+    {"mpi", "mpi-alltoallv", floor_mpi_alltoallv, 0, 1, -1, ORDER_BY_OWNER, 0, 0},
+    {"fabric:shm", "fi-read-shm", floor_fi_read, 1, 0, -1, ORDER_REQUEST, 1, 1},
+    {"fabric:shm", "fi-read-pipelined-shm", floor_fi_read_pipelined, 0, 1, -1, ORDER_REQUEST, 1, 1},
+    {"fabric:tcp", "fi-read-tcp", floor_fi_read, 1, 0, -1, ORDER_REQUEST, 1, 1},
+    {"fabric:tcp", "fi-read-pipelined-tcp", floor_fi_read_pipelined, 0, 1, -1, ORDER_REQUEST, 1, 1},
 };
 enum { N_FLOORS = sizeof FLOORS / sizeof FLOORS[0] };
 
@@ -237,11 +263,13 @@ enum { N_FLOORS = sizeof FLOORS / sizeof FLOORS[0] };
 typedef struct {
   char group[32], method[32], path[40], op[16];
   int64_t rb;
-  int batch, dest;
+  int batch, dest, threads;
   double med;
 } result_row;
 
 static const char *g_group = ""; /* label of the method whose group is running */
+
+static int nthreads(const bench_path *p) { return p->threads > 1 ? p->threads : 1; }
 static result_row *g_res;
 static int g_nres, g_capres;
 
@@ -258,17 +286,19 @@ static void remember(const bench_path *p, int64_t rb, double med) {
   r->rb = rb;
   r->batch = p->batch;
   r->dest = p->dest;
+  r->threads = nthreads(p);
   r->med = med;
 }
 
-/* Median of a path at (rb, batch): measured in the current group if it was
- * (same destination kind first, else reused), else in any group; -1 when it
- * was not measured. */
-static double lookup(const char *method, const char *path, const char *op, int64_t rb, int batch, int dest) {
+/* Median of a path at (rb, batch, threads): measured in the current group if
+ * it was (same destination kind first, else reused), else in any group; -1
+ * when it was not measured. */
+static double lookup(const char *method, const char *path, const char *op, int64_t rb, int batch, int dest,
+                     int threads) {
   double best[2][2] = {{-1, -1}, {-1, -1}}; /* [other group, this group][reused, same dest] */
   for (int i = 0; i < g_nres; i++) {
     result_row *r = &g_res[i];
-    if (r->rb != rb || r->batch != batch || strcmp(r->path, path) != 0) continue;
+    if (r->rb != rb || r->batch != batch || r->threads != threads || strcmp(r->path, path) != 0) continue;
     if (method && strcmp(r->method, method) != 0) continue;
     if (op && strcmp(r->op, op) != 0) continue;
     int here = strcmp(r->group, g_group) == 0;
@@ -301,9 +331,10 @@ static int selected(const char *list, const char *name) {
 typedef struct {
   bench_path p;
   int lock_all;  /* the floor window's state this path needs (-1: either) */
-  char *reused;  /* destination of reused/registered paths */
-  int64_t cursor;
-  int64_t calls; /* per repeat, the same on every rank */
+  /* Per reader thread: destination of reused/registered paths, next pool row. */
+  char *reused[BENCH_MAX_THREADS];
+  int64_t cursor[BENCH_MAX_THREADS];
+  int64_t calls; /* per repeat and thread, the same on every rank */
   double *per;   /* us per row of each repeat */
   int prof;
   dds_counters before, after;
@@ -325,7 +356,9 @@ static void call_once(bench_ctx *c, const bench_path *p, int64_t cursor, char *r
   if (p->dest == DEST_FRESH) free(dst);
 }
 
-static int verify(bench_ctx *c, const bench_path *p, int64_t cursor, char *reused) {
+/* One call of the path at `cursor`, checked row by row; the number of wrong
+ * rows. Local: the caller combines the ranks' verdicts. */
+static int64_t check_call(bench_ctx *c, const bench_path *p, int64_t cursor, char *reused) {
   size_t bytes = (size_t)p->batch * (size_t)c->rb;
   char *dst = p->dest == DEST_FRESH ? xmalloc(bytes) : reused;
   memset(dst, 0, bytes);
@@ -346,7 +379,59 @@ static int verify(bench_ctx *c, const bench_path *p, int64_t cursor, char *reuse
   int64_t bad = check_rows(dst, want, p->batch, c->rb);
   free(want);
   if (p->dest == DEST_FRESH) free(dst);
-  int ok = bad == 0, all_ok;
+  return bad;
+}
+
+/* Reader threads: thread t makes `calls` calls of the item from its own
+ * cursor into its own destination (t = 0 is the calling thread); with
+ * `check`, one checked call each. The threads start and end together, so
+ * the caller's wall time covers every thread's rows. */
+typedef struct {
+  bench_ctx *c;
+  group_item *it;
+  int tid, check;
+  int64_t calls, bad;
+} worker;
+
+static void *worker_run(void *arg) {
+  worker *w = arg;
+  group_item *it = w->it;
+  int t = w->tid;
+  bench_tid = t;
+  if (w->check) {
+    w->bad = check_call(w->c, &it->p, it->cursor[t], it->reused[t]);
+    return NULL;
+  }
+  for (int64_t k = 0; k < w->calls; k++) {
+    call_once(w->c, &it->p, it->cursor[t], it->reused[t]);
+    it->cursor[t] = advance(w->c, it->cursor[t], it->p.batch);
+  }
+  return NULL;
+}
+
+/* Runs the item on its threads; returns the wrong rows of a check. */
+static int64_t run_threads(bench_ctx *c, group_item *it, int64_t calls, int check) {
+  int n = nthreads(&it->p);
+  worker w[BENCH_MAX_THREADS];
+  pthread_t th[BENCH_MAX_THREADS];
+  for (int t = 0; t < n; t++) w[t] = (worker){c, it, t, check, calls, 0};
+  for (int t = 1; t < n; t++)
+    if (pthread_create(&th[t], NULL, worker_run, &w[t]) != 0) {
+      fprintf(stderr, "bench rank %d: cannot start reader thread %d: %s\n", g_me, t, strerror(errno));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  worker_run(&w[0]);
+  int64_t bad = w[0].bad;
+  for (int t = 1; t < n; t++) {
+    pthread_join(th[t], NULL);
+    bad += w[t].bad;
+  }
+  return bad;
+}
+
+static int verify(bench_ctx *c, group_item *it) {
+  int ok = run_threads(c, it, 1, 1) == 0, all_ok;
+  bench_sync(c); /* peers may still be reading from this rank */
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all_ok;
 }
@@ -381,21 +466,24 @@ static void set_lock(bench_ctx *c, int lock_all) {
 static void prepare(bench_ctx *c, group_item *it) {
   bench_path *p = &it->p;
   size_t bytes = (size_t)p->batch * (size_t)c->rb;
-  it->reused = NULL;
-  if (p->dest != DEST_FRESH) {
-    it->reused = xmalloc(bytes);
-    memset(it->reused, 0, bytes); /* fault the pages in before timing */
+  int n = nthreads(p);
+  for (int t = 0; t < n; t++) {
+    it->reused[t] = NULL;
+    /* Threads start far apart in the pool: different random rows. */
+    it->cursor[t] = t * (c->pool_len / n);
+    if (p->dest == DEST_FRESH) continue;
+    it->reused[t] = xmalloc(bytes);
+    memset(it->reused[t], 0, bytes); /* fault the pages in before timing */
+    if (p->dest == DEST_REGISTERED) TRY(dds_register_recv(p->store, p->var, it->reused[t], bytes));
+    if (floors_fi_is(p->fn)) floors_fi_pin(c, t, it->reused[t], bytes); /* pre-registered, as a floor should be */
   }
-  if (p->dest == DEST_REGISTERED) TRY(dds_register_recv(p->store, p->var, it->reused, bytes));
   set_lock(c, it->lock_all);
-  it->cursor = 0;
-  call_once(c, p, it->cursor, it->reused);
-  it->cursor = advance(c, it->cursor, p->batch);
-  MPI_Barrier(MPI_COMM_WORLD);
+  run_threads(c, it, 1, 0);
+  bench_sync(c);
   double t0 = now_s();
-  call_once(c, p, it->cursor, it->reused);
-  it->cursor = advance(c, it->cursor, p->batch);
+  run_threads(c, it, 1, 0);
   double t1 = now_s() - t0, tmax;
+  bench_sync(c);
   MPI_Allreduce(&t1, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   it->calls = (int64_t)ceil(g_opt.min_repeat_s / (tmax > 1e-7 ? tmax : 1e-7));
   if (it->calls < 1) it->calls = 1;
@@ -406,13 +494,11 @@ static void prepare(bench_ctx *c, group_item *it) {
 
 static void repeat_once(bench_ctx *c, group_item *it, int r) {
   set_lock(c, it->lock_all);
-  MPI_Barrier(MPI_COMM_WORLD);
+  bench_sync(c);
   double t0 = now_s();
-  for (int64_t k = 0; k < it->calls; k++) {
-    call_once(c, &it->p, it->cursor, it->reused);
-    it->cursor = advance(c, it->cursor, it->p.batch);
-  }
-  it->per[r] = (now_s() - t0) * 1e6 / (double)(it->calls * it->p.batch);
+  run_threads(c, it, it->calls, 0);
+  it->per[r] = (now_s() - t0) * 1e6 / (double)(it->calls * it->p.batch * nthreads(&it->p));
+  if (c->fi) bench_sync(c); /* keep serving the peers' fi_reads until they are done */
 }
 
 /* Verifies, computes the statistics, remembers and writes the record.
@@ -422,9 +508,12 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
   bench_path *p = &it->p;
   if (it->prof) read_profile(p, &it->after);
   set_lock(c, it->lock_all);
-  int ok = verify(c, p, it->cursor, it->reused);
-  if (p->dest == DEST_REGISTERED) TRY(dds_unregister_recv(p->store, p->var, it->reused));
-  free(it->reused);
+  int ok = verify(c, it);
+  for (int t = 0; t < nthreads(p); t++) {
+    if (p->dest == DEST_REGISTERED) TRY(dds_unregister_recv(p->store, p->var, it->reused[t]));
+    if (floors_fi_is(p->fn) && it->reused[t]) floors_fi_pin(c, t, NULL, 0);
+    free(it->reused[t]);
+  }
 
   int n = g_opt.repeats;
   qsort(it->per, (size_t)n, sizeof(double), cmp_double);
@@ -443,10 +532,10 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
   for (int i = 0; i < nfloors; i++) {
     double m;
     if (strcmp(floors[i], "store-get") == 0) { /* the same rows read one by one, into the same destination if measured */
-      m = lookup(p->method, "store", "get", c->rb, p->batch, p->dest);
-      if (m <= 0) m = lookup(p->method, "store", "get", c->rb, 1, p->dest);
+      m = lookup(p->method, "store", "get", c->rb, p->batch, p->dest, nthreads(p));
+      if (m <= 0) m = lookup(p->method, "store", "get", c->rb, 1, p->dest, nthreads(p));
     } else {
-      m = lookup(NULL, floors[i], NULL, c->rb, p->batch, p->dest);
+      m = lookup(NULL, floors[i], NULL, c->rb, p->batch, p->dest, nthreads(p));
     }
     if (m <= 0) continue;
     at += snprintf(ratios + at, sizeof ratios - (size_t)at, "%s\"%s\":%.4f", at > 1 ? "," : "", floors[i], s.med / m);
@@ -461,11 +550,11 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
 
   fprintf(g_out,
           "{\"type\":\"measure\",\"group\":\"%s\",\"group_key\":\"%s/%lld/%s\",\"kind\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"op\":\"%s\",\"row_bytes\":%lld,"
-          "\"batch\":%d,\"dest\":\"%s\",\"threads\":1,\"ranks\":%d,\"repeats\":%d,\"calls_per_repeat\":%lld,"
+          "\"batch\":%d,\"dest\":\"%s\",\"threads\":%d,\"ranks\":%d,\"repeats\":%d,\"calls_per_repeat\":%lld,"
           "\"us_per_row\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f,\"max_rank_median\":%.4f},"
           "\"floor\":%s%s%s,\"ratio_to_floor\":",
           g_group, g_group, (long long)c->rb, gkind, p->store ? "store" : "floor", p->method, p->path, p->op, (long long)c->rb, p->batch, DEST_NAME[p->dest],
-          c->np, s.repeats, (long long)s.calls, s.med, s.min, s.max, s.max_rank_med, fname ? "\"" : "",
+          nthreads(p), c->np, s.repeats, (long long)s.calls, s.med, s.min, s.max, s.max_rank_med, fname ? "\"" : "",
           fname ? fname : "null", fname ? "\"" : "");
   if (fname)
     fprintf(g_out, "%.4f", s.med / fmed);
@@ -479,8 +568,8 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
 
   char ratio_txt[64] = "";
   if (fname) snprintf(ratio_txt, sizeof ratio_txt, "%7.2fx %s", s.med / fmed, fname);
-  printf("%-12s %-17s %-9s %7lld %4d %-10s %9.3f %9.3f %9.3f %9.3f %4.0f%%  %s%s\n", p->method, p->path, p->op,
-         (long long)c->rb, p->batch, DEST_NAME[p->dest], s.med, s.min, s.max, s.max_rank_med, 100 * g_noise,
+  printf("%-12s %-21s %-9s %7lld %4d %-10s %3d %9.3f %9.3f %9.3f %9.3f %4.0f%%  %s%s\n", p->method, p->path, p->op,
+         (long long)c->rb, p->batch, DEST_NAME[p->dest], nthreads(p), s.med, s.min, s.max, s.max_rank_med, 100 * g_noise,
          ratio_txt, ok ? "" : "  VERIFY FAILED");
   fflush(stdout);
 }
@@ -650,25 +739,57 @@ static int sweep(int64_t rb, int *out) {
 }
 
 /* Adds the floors of `transport` for batch `batch` (0: the single-op floors)
- * with destination `dest`; batch < 0: the single-op floors that have no batch
- * form, -batch rows into one destination of -batch rows. */
-static void add_floors(group *g, const char *transport, int batch, int dest) {
+ * with destination `dest`, read by `threads` threads; batch < 0: the
+ * single-op floors that have no batch form, -batch rows into one destination
+ * of -batch rows. */
+static void add_floors(bench_ctx *c, group *g, const char *transport, int batch, int dest, int threads) {
   for (int f = 0; f < N_FLOORS; f++) {
     const floor_def *fd = &FLOORS[f];
     if (strcmp(fd->transport, transport) != 0 || !selected(g_opt.only_paths, fd->name)) continue;
     if (fd->fn == floor_memcpy_shm && !g_ctx_shm) continue;
+    if (floors_fi_is(fd->fn) && !c->fi) continue;
     if (dest == DEST_FRESH && !fd->fresh) continue;
+    if (threads > 1 && (!fd->threaded || batch < 0)) continue;
     if (batch == 0 && fd->single)
-      add_item(g, (bench_path){fd->transport, fd->name, "get", 1, dest, fd->order, fd->fn, NULL, NULL, NULL},
+      add_item(g, (bench_path){fd->transport, fd->name, "get", 1, dest, fd->order, fd->fn, NULL, NULL, NULL, threads},
                fd->lock_all);
     if (batch > 0 && fd->batch)
-      add_item(g, (bench_path){fd->transport, fd->name, "get_batch", batch, dest, fd->order, fd->fn, NULL, NULL, NULL},
+      add_item(g, (bench_path){fd->transport, fd->name, "get_batch", batch, dest, fd->order, fd->fn, NULL, NULL, NULL,
+                               threads},
                fd->lock_all);
     if (batch < 0 && fd->single && !fd->batch)
-      add_item(g, (bench_path){fd->transport, fd->name, "get", -batch, dest, fd->order, fd->fn, NULL, NULL, NULL},
+      add_item(g, (bench_path){fd->transport, fd->name, "get", -batch, dest, fd->order, fd->fn, NULL, NULL, NULL, 1},
                fd->lock_all);
   }
 }
+
+/* The fi-read floors of a fabric method, on the provider and domain its
+ * store chose (from dds_info's transport, "fabric:<provider>@<domain>");
+ * without a store, on the method's provider and FABRIC_IFACE. Collective. */
+static void fi_floors_setup(bench_ctx *c, const bench_method *m, const dds_var_info *info) {
+  int want = 0;
+  for (int t = 0; t < 3 && m->floors[t]; t++)
+    for (int f = 0; f < N_FLOORS; f++)
+      want |= floors_fi_is(FLOORS[f].fn) && !strcmp(FLOORS[f].transport, m->floors[t]) &&
+              selected(g_opt.only_paths, FLOORS[f].name);
+  if (!want) return;
+  char prov[64], dom[64] = "";
+  snprintf(prov, sizeof prov, "%s", m->provider);
+  const char *iface = getenv("FABRIC_IFACE");
+  if (info && !strncmp(info->transport, "fabric:", 7) && strchr(info->transport, '@')) {
+    const char *at = strrchr(info->transport, '@');
+    snprintf(prov, sizeof prov, "%.*s", (int)(at - info->transport - 7), info->transport + 7);
+    snprintf(dom, sizeof dom, "%s", at + 1);
+  } else if (strcmp(prov, "shm") != 0 && iface && *iface) {
+    snprintf(dom, sizeof dom, "%s", iface);
+  }
+  if (floors_fi_setup(c, prov, dom) && g_me == 0 && c->rb == g_opt.sizes[0])
+    printf("# %s: store on %s, fi-read floors on fabric:%s\n", m->label, info ? info->transport : "(not run)",
+           floors_fi_name(c));
+}
+
+/* Reader threads of method-1 store paths and their floors (besides 1). */
+static const int THREADS[] = {2, 4};
 
 /* One method at one row size: its store next to the floors of its transports. */
 static void run_method(bench_ctx *c, const bench_method *m) {
@@ -677,10 +798,10 @@ static void run_method(bench_ctx *c, const bench_method *m) {
   char var[32];
   snprintf(var, sizeof var, "rows%lld", (long long)c->rb);
   g_group = m->label;
+  dds_var_info info = {.struct_size = sizeof info};
   if (do_store) {
     TRY(create_store(m, &s));
     TRY(dds_add(s, var, c->mine, (size_t)(c->rows * c->rb), c->rows, c->rb / 8, 8));
-    dds_var_info info = {.struct_size = sizeof info};
     TRY(dds_info(s, var, &info));
     if (info.total_rows != c->total || info.node_local != m->node_local) {
       fprintf(stderr, "bench: %s of %s has %lld rows (expected %lld), node_local %d (expected %d)\n", var, m->label,
@@ -688,6 +809,9 @@ static void run_method(bench_ctx *c, const bench_method *m) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
+  fi_floors_setup(c, m, do_store ? &info : NULL);
+  /* Method 1 reads are one-sided and thread-safe: also with 2 and 4 threads. */
+  int n_thr = m->method == DDS_METHOD_FABRIC && g_provided >= MPI_THREAD_MULTIPLE ? 2 : 0;
   store_state st = {s, var};
   const char *single_f[5], *batch_f[6];
   int ns = 0, nbf = 0;
@@ -709,11 +833,18 @@ static void run_method(bench_ctx *c, const bench_method *m) {
   group g = {.n = 0, .floors = single_f, .nfloors = ns, .nprimary = nsp};
   g_group_batch = 0;
   for (int dest = DEST_REUSED; dest <= DEST_FRESH; dest++) {
-    for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(&g, m->floors[t], 0, dest);
+    for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &g, m->floors[t], 0, dest, 1);
   }
   if (do_store)
     for (int dest = 0; dest < N_DEST; dest++)
-      add_item(&g, (bench_path){m->label, "store", "get", 1, dest, ORDER_REQUEST, store_get, &st, s, var}, -1);
+      add_item(&g, (bench_path){m->label, "store", "get", 1, dest, ORDER_REQUEST, store_get, &st, s, var, 1}, -1);
+  for (int k = 0; k < n_thr; k++) { /* reused destinations, one per thread */
+    for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &g, m->floors[t], 0, DEST_REUSED, THREADS[k]);
+    if (do_store)
+      add_item(&g, (bench_path){m->label, "store", "get", 1, DEST_REUSED, ORDER_REQUEST, store_get, &st, s, var,
+                                THREADS[k]},
+               -1);
+  }
   run_group(c, &g);
 
   /* Batches. */
@@ -723,25 +854,35 @@ static void run_method(bench_ctx *c, const bench_method *m) {
     group gb = {.n = 0, .floors = batch_f, .nfloors = nbf, .nprimary = 1};
     g_group_batch = b;
     for (int dest = DEST_REUSED; dest <= (b == 128 ? DEST_FRESH : DEST_REUSED); dest++) {
-      for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(&gb, m->floors[t], b, dest);
+      for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &gb, m->floors[t], b, dest, 1);
     }
     if (b == 128) {
       /* The same 128 rows read one by one into the same 128-row destination:
        * what "a batch is never slower than single reads" compares with (a
        * 1-row destination stays in cache, a 128-row one need not). */
-      for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(&gb, m->floors[t], -b, DEST_REUSED);
+      for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &gb, m->floors[t], -b, DEST_REUSED, 1);
       if (do_store) {
         gb.floors = single_f, gb.nfloors = ns, gb.nprimary = nsp;
-        add_item(&gb, (bench_path){m->label, "store", "get", b, DEST_REUSED, ORDER_REQUEST, store_get, &st, s, var}, -1);
+        add_item(&gb, (bench_path){m->label, "store", "get", b, DEST_REUSED, ORDER_REQUEST, store_get, &st, s, var, 1},
+                 -1);
         gb.floors = batch_f, gb.nfloors = nbf, gb.nprimary = 1;
       }
     }
     if (do_store)
       for (int dest = 0; dest < (b == 128 ? N_DEST : 1); dest++)
-        add_item(&gb, (bench_path){m->label, "store", "get_batch", b, dest, ORDER_REQUEST, store_get_batch, &st, s, var},
+        add_item(&gb,
+                 (bench_path){m->label, "store", "get_batch", b, dest, ORDER_REQUEST, store_get_batch, &st, s, var, 1},
                  -1);
+    for (int k = 0; b == 128 && k < n_thr; k++) {
+      for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &gb, m->floors[t], b, DEST_REUSED, THREADS[k]);
+      if (do_store)
+        add_item(&gb, (bench_path){m->label, "store", "get_batch", b, DEST_REUSED, ORDER_REQUEST, store_get_batch, &st,
+                                   s, var, THREADS[k]},
+                 -1);
+    }
     run_group(c, &gb);
   }
+  floors_fi_teardown(c);
   if (s) TRY(dds_destroy(s));
 }
 
@@ -879,6 +1020,7 @@ int main(int argc, char **argv) {
   int provided;
   int ok_args = parse(argc, argv);
   MPI_Init_thread(&argc, &argv, g_opt.thread_level, &provided);
+  g_provided = provided;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_me);
   MPI_Comm_size(MPI_COMM_WORLD, &g_np);
   if (!ok_args) {
@@ -951,8 +1093,8 @@ int main(int argc, char **argv) {
   }
 
   if (g_me == 0)
-    printf("\n%-12s %-17s %-9s %7s %4s %-10s %9s %9s %9s %9s %5s  %s\n", "method", "path", "op", "row_B", "batch",
-           "dest", "us/row", "min", "max", "max-rank", "other", "ratio to floor");
+    printf("\n%-12s %-21s %-9s %7s %4s %-10s %3s %9s %9s %9s %9s %5s  %s\n", "method", "path", "op", "row_B", "batch",
+           "dest", "thr", "us/row", "min", "max", "max-rank", "other", "ratio to floor");
   for (int k = 0; k < g_opt.n_sizes; k++) {
     bench_ctx c;
     double t0 = now_s();

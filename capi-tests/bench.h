@@ -1,5 +1,5 @@
 /* Shared declarations of the libddstore benchmark (bench.c, bench_floors.c,
- * bench_mem.c). See docs/performance.md for what is measured and why. */
+ * bench_fabric.c, bench_mem.c). See docs/performance.md for what is measured and why. */
 #ifndef DDS_BENCH_H
 #define DDS_BENCH_H
 
@@ -8,6 +8,14 @@
 #include <stdio.h>
 
 #include "ddstore.h"
+
+/* Most reader threads of one measurement (store paths of method 1 and their
+ * fi-read floors run with 1, 2 and 4). */
+enum { BENCH_MAX_THREADS = 4 };
+/* Index of the calling reader thread (0 on the main thread). */
+extern _Thread_local int bench_tid;
+
+typedef struct bench_fi bench_fi; /* bench_fabric.c */
 
 /* Destinations of a read. */
 enum { DEST_REUSED, DEST_FRESH, DEST_REGISTERED, N_DEST };
@@ -63,6 +71,8 @@ typedef struct {
   /* The shared-memory floor: every rank's shard in a segment, mapped by all. */
   char **shm;
   size_t shm_len;
+  /* The fi-read floors' endpoint (NULL outside the fabric groups). */
+  bench_fi *fi;
 } bench_ctx;
 
 /* One read call: `batch` rows, the pool rows [cursor, cursor + batch) of this
@@ -81,6 +91,7 @@ typedef struct {
   void *state;
   dds_store *store; /* store paths: for dds_register_recv and dds_profile */
   const char *var;
+  int threads; /* reader threads, each with its own destination and rows (0 means 1) */
 } bench_path;
 
 /* Statistics of one measurement (microseconds per row). */
@@ -105,6 +116,9 @@ void fill_rows(char *buf, int64_t g0, int64_t rows, int64_t rb);
 int64_t check_rows(const char *buf, const int64_t *gs, int64_t rows, int64_t rb);
 double now_s(void);
 void *xmalloc(size_t n);
+/* Barrier of every rank that keeps driving the fi-read floors' progress
+ * while it waits (peers may still be reading from this rank). */
+void bench_sync(bench_ctx *c);
 
 /* bench_floors.c: the floors of the same transports, with no store logic. */
 void floor_memcpy(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
@@ -118,6 +132,17 @@ void floor_mpi_alltoallv(bench_ctx *c, void *state, int64_t cursor, int batch, c
 void floors_mpi_setup(bench_ctx *c);
 void floors_mpi_teardown(bench_ctx *c);
 void floors_mpi_lock_all(bench_ctx *c, int on);
+
+/* bench_fabric.c: the raw fi_read floors of method 1. Setup and teardown are
+ * collective; setup returns 0 on every rank when the provider is missing. */
+int floors_fi_setup(bench_ctx *c, const char *prov, const char *domain);
+void floors_fi_teardown(bench_ctx *c);
+void floors_fi_progress(bench_ctx *c);
+void floors_fi_pin(bench_ctx *c, int tid, char *buf, size_t len);
+int floors_fi_is(read_fn fn);
+const char *floors_fi_name(const bench_ctx *c);
+void floor_fi_read(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
+void floor_fi_read_pipelined(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
 
 /* bench_mem.c: the memory check (one mode per program invocation, because
  * the peak RSS of a process cannot be reset). */

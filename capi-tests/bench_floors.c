@@ -190,15 +190,7 @@ void floor_mpi_alltoallv(bench_ctx *c, void *state, int64_t cursor, int batch, c
   mpi_check(MPI_Alltoallv(c->a2a_send, sc, sd, c->row_t, dst, rc, rd, c->row_t, MPI_COMM_WORLD), "MPI_Alltoallv");
 }
 
-/* TODO(method 1): raw fi_read floors go here, next to the MPI ones:
- *   floor_fi_read_single    one fi_read of a row into a pre-registered
- *                           destination, then wait for its completion;
- *   floor_fi_read_pipelined every fi_read of the batch posted, then all
- *                           completions reaped (same provider, domain and
- *                           pre-registered buffers as the store uses).
- * They need an endpoint per rank with the shard registered for remote read and
- * keys/addresses exchanged over MPI (see libfabric-sys/tests/rma_loopback.rs).
- * Register them in bench.c's METHODS table (single_floor / batch_floor). */
+/* The raw fi_read floors of method 1 are in bench_fabric.c. */
 
 void floors_mpi_setup(bench_ctx *c) {
   mpi_check(MPI_Win_create(c->mine, (MPI_Aint)(c->rows * c->rb), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &c->win),

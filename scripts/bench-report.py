@@ -5,8 +5,9 @@
 
 Input: the records written by capi-tests/bench (`meta`, `skip`, `measure`,
 `end`, `memory`). The Markdown page has a header (machine, load, date,
-commit), the targets with met/missed, one table per row size (store next to
-its floors, with ratios), the batch sweep and the memory check. The section
+commit), the targets with met/missed (single reader thread), one table per
+row size (store next to its floors, with ratios), the reader-thread scaling
+of method 1, the batch sweep and the memory check. The section
 between `<!-- analysis:begin -->` and `<!-- analysis:end -->` of
 docs/performance.md (the hand-written analysis of misses) is copied in.
 Only the standard library is needed for the Markdown; matplotlib for the PNG.
@@ -29,6 +30,11 @@ GROUP_NOTE = {
 }
 MEM_SLACK = 0.05
 BATCH = 128
+
+
+def threads(m):
+    """Reader threads of a record (records before the field existed: 1)."""
+    return m.get("threads", 1)
 
 
 def merge(runs):
@@ -161,10 +167,11 @@ class Results:
             if m["kind"] == "store" and m["method"] not in self.methods:
                 self.methods.append(m["method"])
 
-    def find(self, path, rb, batch, dest="reused", method=None, op=None, group=None):
+    def find(self, path, rb, batch, dest="reused", method=None, op=None, group=None, nthreads=1):
         """The record of a path; with `group`, one timed in that group if any."""
         hits = [m for m in self.meas
                 if m["path"] == path and m["row_bytes"] == rb and m["batch"] == batch and m["dest"] == dest
+                and threads(m) == nthreads
                 and (method is None or m["method"] == method) and (op is None or m["op"] == op)]
         if group is not None:
             mine = [m for m in hits if m.get("group") == group]
@@ -203,7 +210,7 @@ def targets(R):
             ref = g if g is not None else g1
             slower = [m["batch"] for m in R.meas if m["kind"] == "store" and m["method"] == meth and
                       m["op"] == "get_batch" and m["row_bytes"] == rb and m["dest"] == "reused" and
-                      m["us_per_row"]["median"] > ref]
+                      threads(m) == 1 and m["us_per_row"]["median"] > ref]
             extra = f"; sweep batches slower: {', '.join(map(str, sorted(slower)))}" if slower else ""
             one = f"; dds_get into a 1-row buffer: {fmt(g1)} us/row" if g is not None and g1 is not None else ""
             what = "for {BATCH} dds_get into the same destination" if g is not None else "for dds_get into a 1-row buffer"
@@ -233,11 +240,11 @@ def targets(R):
 
 
 def row_table(R, rb, group):
-    out = ["| path | op | batch | dest | us/row median | min | max | max over ranks | floor | store/floor | other ratios | other CPU |",
-           "|---|---|---:|---|---:|---:|---:|---:|---|---:|---|---:|"]
+    out = ["| path | op | batch | dest | threads | us/row median | min | max | max over ranks | floor | store/floor | other ratios | other CPU |",
+           "|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     keep = [m for m in R.meas if m["row_bytes"] == rb and m.get("group") == group and m["batch"] in (1, BATCH)]
-    # single ops before batches, floors before the store
-    keep.sort(key=lambda m: (m["batch"], m["op"] != "get", m["kind"] == "store", m["path"],
+    # single ops before batches, one thread before several, floors before the store
+    keep.sort(key=lambda m: (m["batch"], m["op"] != "get", threads(m), m["kind"] == "store", m["path"],
                              ["reused", "fresh", "registered"].index(m["dest"])))
     for m in keep:
         u = m["us_per_row"]
@@ -245,7 +252,7 @@ def row_table(R, rb, group):
         r = m.get("ratio_to_floor")
         others = ", ".join(f"{k} {v:.2f}x" for k, v in m.get("ratios", {}).items() if k != m.get("floor"))
         ok = None if r is None else r <= TARGET
-        out.append(f"| {path} | {m['op']} | {m['batch']} | {m['dest']} | {fmt(u['median'])} | {fmt(u['min'])} | "
+        out.append(f"| {path} | {m['op']} | {m['batch']} | {m['dest']} | {threads(m)} | {fmt(u['median'])} | {fmt(u['min'])} | "
                    f"{fmt(u['max'])} | {fmt(u['max_rank_median'])} | {m.get('floor') or ''} | {ratio_txt(r, ok)} | "
                    f"{others} | {noise(m)} |")
     return out
@@ -257,7 +264,7 @@ def sweep_table(R):
     for rb in R.sizes:
         paths = []
         for m in R.meas:
-            if m["row_bytes"] == rb and m["op"] == "get_batch" and m["dest"] == "reused":
+            if m["row_bytes"] == rb and m["op"] == "get_batch" and m["dest"] == "reused" and threads(m) == 1:
                 key = (m["kind"], m.get("group"), m["path"])
                 if key not in paths and (m["kind"] == "store" or not any(p[2] == m["path"] for p in paths)):
                     paths.append(key)
@@ -277,6 +284,38 @@ def sweep_table(R):
             g = R.med("store", rb, 1, op="get", method=grp)
             if g is not None:
                 out.append(f"| dds_get ({grp}), for comparison | {fmt(g)} |" + " |" * (len(batches) - 1))
+    return out
+
+
+def thread_table(R):
+    """Method-1 reads with 1, 2 and 4 reader threads per rank: per-row time
+    (wall time of a repeat / rows of every thread), the floor timed with the
+    same thread count in the same group, and the speed-up over one thread."""
+    groups = [g for g in R.methods if any(threads(m) > 1 for m in R.meas if m.get("group") == g)]
+    if not groups:
+        return ["(not run)"]
+    out = ["| store | row size | op | threads | store us/row | floor (same threads) | floor us/row | store/floor | "
+           "store speed-up over 1 thread | floor speed-up | other CPU |",
+           "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for g in groups:
+        for rb in R.sizes:
+            for op, batch in (("get", 1), ("get_batch", BATCH)):
+                one = R.find("store", rb, batch, method=g, op=op, group=g)
+                for t in sorted({threads(m) for m in R.meas if m.get("group") == g}):
+                    m = R.find("store", rb, batch, method=g, op=op, group=g, nthreads=t)
+                    if m is None:
+                        continue
+                    fname = m.get("floor")
+                    f = R.find(fname, rb, batch, group=g, nthreads=t) if fname else None
+                    f1 = R.find(fname, rb, batch, group=g) if fname else None
+                    med = m["us_per_row"]["median"]
+                    fmed = f["us_per_row"]["median"] if f else None
+                    up = one["us_per_row"]["median"] / med if one else None
+                    fup = f1["us_per_row"]["median"] / fmed if f1 and fmed else None
+                    r = m.get("ratio_to_floor")
+                    out.append(f"| {g} | {size_name(rb)} | {op} | {t} | {fmt(med)} | {fname or '–'} | {fmt(fmed)} | "
+                               f"{ratio_txt(r)} | {'–' if up is None else f'{up:.2f}x'} | "
+                               f"{'–' if fup is None else f'{fup:.2f}x'} | {noise(m)} |")
     return out
 
 
@@ -365,6 +404,12 @@ def markdown(R, perf_md, spread=None):
         L += [f"### {size_name(rb)} rows ({rb} bytes)", ""]
         for grp in R.methods:
             L += [f"**{grp}** ({GROUP_NOTE.get(grp, '')}):", ""] + row_table(R, rb, grp) + [""]
+    L += ["## Reader threads (method 1)", "",
+          "Each rank reads with 1, 2 or 4 threads at once, each thread with its own reused destination and its own "
+          "random rows; the figure is the repeat's wall time divided by the rows of all threads (so a lower figure "
+          "with more threads is a higher throughput per rank). The floor is the same raw-transport floor read by "
+          "the same number of threads (sharing one endpoint), timed in the same group. The targets above use one "
+          "thread.", ""] + thread_table(R) + [""]
     L += ["## Batch sweep", ""] + sweep_table(R) + [""]
     L += ["## Memory", "",
           "Peak resident memory (VmHWM) above the baseline (VmRSS after MPI_Init and dds_create); for `add`, "
@@ -404,7 +449,7 @@ def plot(R, png):
     fig, axes = plt.subplots(1, 3, figsize=(18, 6))
     panels = [("single rows (dds_get; floors: batch 1)", 1, "get"), (f"batches of {BATCH} (dds_get_batch)", BATCH, "get_batch")]
     for ax, (title, batch, op) in zip(axes, panels):
-        pred = lambda m: m["batch"] == batch and m["dest"] == "reused" and m["op"] == op
+        pred = lambda m: m["batch"] == batch and m["dest"] == "reused" and m["op"] == op and threads(m) == 1
         for label, is_store, grp, path in plot_lines(R, pred):
             pts = [(rb, R.med(path, rb, batch, op=op, group=grp)) for rb in R.sizes]
             pts = [(x, y) for x, y in pts if y is not None]
@@ -422,7 +467,7 @@ def plot(R, png):
         ax.legend(fontsize=7, loc="upper left")
     ax = axes[2]
     mid = R.sizes[1] if len(R.sizes) > 1 else R.sizes[0]
-    pred = lambda m: m["row_bytes"] == mid and m["op"] == "get_batch" and m["dest"] == "reused"
+    pred = lambda m: m["row_bytes"] == mid and m["op"] == "get_batch" and m["dest"] == "reused" and threads(m) == 1
     for label, is_store, grp, path in plot_lines(R, pred):
         pts = sorted((m["batch"], m["us_per_row"]["median"]) for m in R.meas
                      if pred(m) and m["path"] == path and m.get("group") == grp)
