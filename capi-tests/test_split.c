@@ -14,10 +14,27 @@
  *   test_split timeout         extra with no core: DDS_ERR_TIMEOUT
  *   test_split late            extra after the core freed: DDS_ERR_BAD_STATE
  *   test_split read-until-dead extra reading while the core is killed
+ *   test_split join-dead       extra joining the record a killed core left:
+ *                              the join or the first read fails in time
+ *   test_split unwritable      core in a directory it may not write: dds_add
+ *                              and dds_init fail on every rank (DDS_ERR_IO
+ *                              naming it), destroy is clean
+ *   test_split full LIMIT|-    core whose record write fails (rank 0 limited
+ *                              to LIMIT bytes per file by RLIMIT_FSIZE, or
+ *                              "-": the file system is full until the program
+ *                              removes DIR/filler): DDS_ERR_IO on every rank,
+ *                              no file left behind; then publishes as `core 1`
+ *   test_split baddir          core and extra whose directory cannot be created,
+ *                              or that others may write: DDS_ERR_IO naming it
+ *   test_split keys            prints the key and base of every rank entry of
+ *                              every record in the directory (for the
+ *                              no-secret-in-output check)
  *
  * Extras need n_core: SPLIT_N_CORE (default 2). */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -297,6 +314,22 @@ static int run_rejects(void) {
     join_copy(tmpdir, DDS_ERR_UNSUPPORTED, "version 99");
     write_copy(tmpdir, fname, rec, len, 0620);
     join_copy(tmpdir, DDS_ERR_IO, "group or others");
+    /* A record of another user (uid 65534, "nobody"): only root can make one. */
+    char path[4096 + 1024];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, fname);
+    write_copy(tmpdir, fname, rec, len, 0600);
+    if (chown(path, 65534, 65534) == 0) {
+      join_copy(tmpdir, DDS_ERR_IO, "owned by uid 65534, not by this user");
+    } else {
+      printf("rejects: NOT COVERED here: a record owned by another user (chown: %s)\n", strerror(errno));
+    }
+    /* A symbolic link to an intact record. */
+    char real[4096 + 1100];
+    snprintf(real, sizeof real, "%s.real", path);
+    write_copy(tmpdir, fname, rec, len, 0600);
+    EXPECT(rename(path, real) == 0 && symlink(real, path) == 0);
+    join_copy(tmpdir, DDS_ERR_IO, "symbolic link");
+    unlink(path);
     free(bad);
     free(rec);
   }
@@ -355,6 +388,186 @@ static int run_read_until_dead(void) {
   return t_finish("test_split read-until-dead");
 }
 
+static int run_join_dead(void) {
+  dds_store *s = extra_store(n_core(), NULL);
+  double t = now();
+  dds_status st = dds_join(s, "x");
+  if (st == DDS_OK) {
+    double row[3];
+    st = dds_get(s, "x", row, sizeof row, 0, 1);
+  }
+  printf("extra: joining a killed core's record -> %s after %.1f s: %s\n", dds_status_string(st), now() - t,
+         st ? dds_last_error() : "");
+  EXPECT(st == DDS_ERR_FABRIC || st == DDS_ERR_TIMEOUT);
+  EXPECT(now() - t < 15); /* DDSTORE_READ_TIMEOUT_S=3 */
+  CHECK(dds_destroy(s));
+  return t_finish("test_split join-dead");
+}
+
+/* A core store in `d` (NULL: DDSTORE_HANDSHAKE_DIR); returns the status. */
+static dds_status try_core(const char *d, dds_store **s) {
+  dds_options o;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_SPLIT;
+  o.role = DDS_ROLE_CORE;
+  o.handshake_dir = d;
+  return dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, s);
+}
+
+static int run_unwritable(void) {
+  dds_store *s = NULL;
+  CHECK(try_core(NULL, &s));
+  double buf[3 * 3];
+  t_fill(buf, 3, 3, 8, 1, 3 * t_rank);
+  /* Every rank fails, rank 0's message (the writer) names the directory. */
+  EXPECT_ERR(dds_add(s, "x", buf, sizeof buf, 3, 3, 8), DDS_ERR_IO, t_rank == 0 ? dir() : "rank 0");
+  if (t_rank == 0) EXPECT(strstr(dds_last_error(), "Permission denied") != NULL);
+  EXPECT_ERR(dds_init(s, "x", 3, 3, 8), DDS_ERR_IO, t_rank == 0 ? dir() : "rank 0");
+  /* Nothing was registered: the names are still free, the store still answers. */
+  dds_var_info info;
+  info.struct_size = sizeof info;
+  EXPECT_ERR(dds_info(s, "x", &info), DDS_ERR_UNKNOWN_VARIABLE, "'x'");
+  CHECK(dds_epoch_begin(s));
+  CHECK(dds_epoch_end(s));
+  CHECK(dds_destroy(s));
+  return t_finish("test_split unwritable");
+}
+
+/* Files in the directory whose names contain `part`. */
+static int count_files(const char *part) {
+  int n = 0;
+  DIR *d = opendir(dir());
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL)
+    if (strstr(e->d_name, part)) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+static int run_full(const char *limit) {
+  dds_store *s = NULL;
+  CHECK(try_core(NULL, &s));
+  struct rlimit old;
+  getrlimit(RLIMIT_FSIZE, &old);
+  int use_rlimit = strcmp(limit, "-") != 0;
+  if (use_rlimit && t_rank == 0) {
+    /* Past the limit a write fails with EFBIG instead of killing us. */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = {(rlim_t)atoll(limit), old.rlim_max};
+    EXPECT(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  }
+  const var_t *V = &VARS[0];
+  long long rows = rows_of(0, t_rank);
+  size_t bytes = (size_t)(rows * V->elems * V->item);
+  void *buf = malloc(bytes);
+  t_fill(buf, rows, V->elems, V->item, V->tag, start_of(0, t_rank));
+  dds_status st = dds_add(s, V->name, buf, bytes, rows, V->elems, V->item);
+  const char *m = dds_last_error();
+  printf("rank %d: record write on a full/limited file system -> %s: %s\n", t_rank, dds_status_string(st), m);
+  EXPECT(st == DDS_ERR_IO);
+  EXPECT(strstr(m, t_rank == 0 ? dir() : "rank 0") != NULL);
+  if (t_rank == 0) {
+    EXPECT(strstr(m, use_rlimit ? "File too large" : "No space left") != NULL);
+    /* Neither a record nor a temporary file is left behind. */
+    EXPECT(count_files(".ddsrec") == 0);
+    EXPECT(count_files(".tmp.") == 0);
+    if (use_rlimit) {
+      EXPECT(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    } else {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/filler", dir());
+      EXPECT(unlink(path) == 0);
+    }
+  }
+  free(buf);
+  MPI_Barrier(MPI_COMM_WORLD);
+  /* With room again the same store publishes everything and serves an extra. */
+  publish(s);
+  verify_all(s, t_size);
+  CHECK(dds_wait_extras(s, 1, 120000));
+  CHECK(dds_destroy(s));
+  return t_finish("test_split full");
+}
+
+static int run_baddir(void) {
+  char file[4096], path[4200];
+  dds_store *s = NULL;
+  /* A directory that cannot be created: its parent is a regular file. */
+  snprintf(file, sizeof file, "%s/a-file", dir());
+  if (t_rank == 0) {
+    mkdir(dir(), 0700);
+    FILE *f = fopen(file, "w");
+    EXPECT(f != NULL);
+    if (f) fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  snprintf(path, sizeof path, "%s/hs", file);
+  EXPECT_ERR(try_core(path, &s), DDS_ERR_IO, t_rank == 0 ? "cannot create the hand-shake directory" : "rank 0");
+  EXPECT(s == NULL);
+  dds_options o;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_SPLIT;
+  o.role = DDS_ROLE_EXTRA;
+  o.n_core = 1;
+  o.handshake_dir = path;
+  EXPECT_ERR(dds_create(0, &o, &s), DDS_ERR_IO, path);
+  /* A directory others may write: refused by both sides. */
+  snprintf(path, sizeof path, "%s/open", dir());
+  if (t_rank == 0) {
+    mkdir(path, 0700);
+    chmod(path, 0777);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_ERR(try_core(path, &s), DDS_ERR_IO, t_rank == 0 ? "may be written by group or others (mode 777)" : "rank 0");
+  o.handshake_dir = path;
+  EXPECT_ERR(dds_create(0, &o, &s), DDS_ERR_IO, "may be written by group or others");
+  EXPECT(strstr(dds_last_error(), path) != NULL);
+  /* Once closed (after every rank's check above), the same directory is accepted. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (t_rank == 0) chmod(path, 0700);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(try_core(path, &s));
+  CHECK(dds_init(s, "ok", 1, 1, 8));
+  CHECK(dds_destroy(s));
+  return t_finish("test_split baddir");
+}
+
+static unsigned long long le64(const unsigned char *p) {
+  unsigned long long v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* Prints "key K" and "base B" (decimal) for every rank entry of every record. */
+static int run_keys(void) {
+  DIR *d = opendir(dir());
+  struct dirent *e;
+  int n = 0;
+  while (d && (e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    if (len < 7 || strcmp(e->d_name + len - 7, ".ddsrec") != 0) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir(), e->d_name);
+    FILE *f = fopen(path, "rb");
+    unsigned char b[1 << 16];
+    size_t sz = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (sz < 64) continue;
+    unsigned n_core = b[40] | b[41] << 8 | b[42] << 16 | (unsigned)b[43] << 24;
+    size_t at = 64;
+    for (int str = 0; str < 3; str++) at += 2 + (size_t)(b[at] | b[at + 1] << 8);
+    for (unsigned r = 0; r < n_core && at + 26 <= sz; r++) {
+      at += 2 + (size_t)(b[at] | b[at + 1] << 8);
+      printf("key %llu\nbase %llu\n", le64(b + at), le64(b + at + 8));
+      at += 24;
+      n++;
+    }
+  }
+  if (d) closedir(d);
+  EXPECT(n > 0);
+  return t_finish("test_split keys");
+}
+
 int main(int argc, char **argv) {
   t_init(&argc, &argv);
   const char *role = argc > 1 ? argv[1] : "";
@@ -365,7 +578,13 @@ int main(int argc, char **argv) {
   if (!strcmp(role, "timeout")) return run_timeout();
   if (!strcmp(role, "late")) return run_late();
   if (!strcmp(role, "read-until-dead")) return run_read_until_dead();
-  fprintf(stderr, "usage: test_split core N|serve|extra|rejects|timeout|late|read-until-dead\n");
+  if (!strcmp(role, "join-dead")) return run_join_dead();
+  if (!strcmp(role, "unwritable")) return run_unwritable();
+  if (!strcmp(role, "full")) return run_full(argc > 2 ? argv[2] : "-");
+  if (!strcmp(role, "baddir")) return run_baddir();
+  if (!strcmp(role, "keys")) return run_keys();
+  fprintf(stderr, "usage: test_split core N|serve|extra|rejects|timeout|late|read-until-dead|join-dead|unwritable|full "
+                  "LIMIT|baddir|keys\n");
   MPI_Finalize();
   return 2;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a bounded time (FUZZ_SECONDS each, default
-# 60). cargo-fuzz needs nightly features; RUSTC_BOOTSTRAP=1 enables them on
-# the stable toolchain (the address-sanitizer runtime ships with it).
+# 60), starting from fuzz/seeds/<target> where it exists. cargo-fuzz needs
+# nightly features; RUSTC_BOOTSTRAP=1 enables them on the stable toolchain (the address-sanitizer runtime ships with it).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 seconds=${FUZZ_SECONDS:-60}
@@ -10,7 +10,13 @@ export RUSTC_BOOTSTRAP=1
 failed=0
 targets=$(cargo fuzz list)
 for t in $targets; do
-  if cargo fuzz run "$t" -- -max_total_time="$seconds" >"/tmp/ddstore-fuzz-$t.log" 2>&1; then
+  # Committed seeds (e.g. real record files) join the working corpus.
+  corpus=()
+  if [[ -d seeds/$t ]]; then
+    mkdir -p "corpus/$t"
+    corpus=("corpus/$t" "seeds/$t")
+  fi
+  if cargo fuzz run "$t" "${corpus[@]}" -- -max_total_time="$seconds" >"/tmp/ddstore-fuzz-$t.log" 2>&1; then
     echo "fuzz $t: $(grep -E '^Done' "/tmp/ddstore-fuzz-$t.log" | tail -1)"
   else
     failed=$((failed + 1))

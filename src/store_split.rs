@@ -306,6 +306,10 @@ impl Store {
         if self.vars.read().contains_key(name) {
             bail!(DuplicateVariable, "variable '{name}' is already joined in this store (dds_remove it to join again)");
         }
+        // The directory may have been replaced or opened up since dds_create.
+        if let Ok(m) = std::fs::metadata(&sp.dir) {
+            hs::check_dir(&sp.dir, &m)?;
+        }
         let path = sp.record_path(name);
         let what = path.display().to_string();
         let open = sp.reader.lock().as_ref().map(|f| f.prov.clone());

@@ -1,6 +1,10 @@
 """Every documented exception: its type (pyddstore's class, DDStore 3.0's
-builtin) and what its message names."""
+builtin) and what its message names; and the bad-input matrix of
+capi-tests/test_errors.c through pyddstore (test_matrix_*), each group
+followed by a read-back of every row."""
 
+import ctypes
+import os
 import pathlib
 import tempfile
 
@@ -345,3 +349,272 @@ def check_library_not_found(tmp_path):
         _lib.open_library(names)
     for name in names:
         assert name in str(info.value)
+
+
+# -- the bad-input matrix (capi-tests/test_errors.c, through pyddstore) ---------
+#
+# Each case asserts the exception class and what its message names; after
+# each group every row of "v" is read back, one by one and as one batch.
+# Calls the Python API cannot express (NULL pointers, dangling handles,
+# non-UTF-8 names, wrong byte counts) go through the library handle that
+# pyddstore itself uses, and their status becomes the same exceptions.
+
+ROWS, ELEMS = 4, 4  # rows per rank, float64 items per row
+RB = ELEMS * 8      # bytes per row
+
+
+def _value(g):
+    return np.arange(ELEMS, dtype=np.float64) + 1000.0 * g
+
+
+class Matrix:
+    """A store with variable "v" and a tally of the cases checked."""
+
+    def __init__(self, comm, method):
+        self.comm, self.method = comm, method
+        self.s = make_store(comm, method)
+        self.lib = self.s._lib
+        self.n = ROWS * comm.size
+        first = ROWS * comm.rank
+        self.s.add("v", np.stack([_value(first + i) for i in range(ROWS)]))
+        self.cases = 0
+
+    def h(self):
+        return self.s._h
+
+    def call(self, rc):
+        """Raises what pyddstore raises for status `rc`."""
+        if rc:
+            raise _errors.error_for(rc, _lib.last_error(self.lib))
+
+    def expect(self, cls, part, fn):
+        with pytest.raises(cls) as info:
+            fn()
+        assert part in str(info.value), f"{part!r} not in {str(info.value)!r}"
+        self.cases += 1
+        return info.value
+
+    def expect_ok(self, fn):
+        fn()
+
+    def intact(self):
+        """Every row of "v" reads back intact, singly and as one batch."""
+        out = np.empty((self.n, ELEMS), np.float64)
+        idx = np.arange(self.n - 1, -1, -1, dtype=np.int64)
+        self.s.get_batch("v", out, idx)
+        want = np.stack([_value(g) for g in idx])
+        ok = np.array_equal(out, want)
+        row = np.empty((1, ELEMS), np.float64)
+        for g in range(self.n):
+            self.s.get("v", row, g)
+            ok &= np.array_equal(row[0], _value(g))
+        assert agree(self.comm, ok), "a row changed or could not be read after the bad inputs"
+
+
+@pytest.fixture(params=METHODS)
+def matrix(request, comm):
+    m = Matrix(comm, request.param)
+    yield m
+    comm.Barrier()
+    m.s.free()
+
+
+def _options(lib, **fields):
+    o = _lib.DdsOptions()
+    assert lib.dds_options_init(ctypes.byref(o)) == 0
+    for k, v in fields.items():
+        setattr(o, k, v)
+    return o
+
+
+def _create(m, opts, out=True):
+    h = ctypes.c_void_p()
+    rc = m.lib.dds_create(m.comm.py2f(), ctypes.byref(opts) if opts is not None else None,
+                          ctypes.byref(h) if out else None)
+    if rc == 0:
+        m.lib.dds_destroy(h)
+    m.call(rc)
+
+
+def test_matrix_create(matrix, comm):
+    m, last = matrix, comm.size - 1
+    m.expect(dds.InvalidArgumentError, "method=5", lambda: dds.PyDDStore(comm, method=5))
+    m.expect(dds.InvalidArgumentError, "width -1", lambda: dds.PyDDStore(comm, ddstore_width=-1))
+    m.expect(dds.InvalidArgumentError, "method 7", lambda: _create(m, _options(m.lib, method=7)))
+    m.expect(dds.InvalidArgumentError, "role 5", lambda: _create(m, _options(m.lib, role=5)))
+    m.expect(dds.InvalidArgumentError, "struct_size", lambda: _create(m, _options(m.lib, struct_size=0)))
+    m.expect(dds.InvalidArgumentError, "out", lambda: _create(m, _options(m.lib), out=False))
+    m.expect(dds.InvalidArgumentError, f"rank {last}: method 9",
+             lambda: _create(m, _options(m.lib, method=9 if comm.rank == last else 0)))
+    os.environ["DDSTORE_ALLTOALL_MAX_BYTES"] = "lots"
+    try:
+        m.expect(dds.InvalidArgumentError, 'DDSTORE_ALLTOALL_MAX_BYTES="lots"',
+                 lambda: dds.PyDDStore(comm, method=m.method, handshake_dir=handshake_dir()))
+    finally:
+        del os.environ["DDSTORE_ALLTOALL_MAX_BYTES"]
+    if 2 in METHODS:
+        # A hand-shake directory others may write, refused on every core rank.
+        open_dir = handshake_dir("-open")
+        if comm.rank == 0:
+            os.chmod(open_dir, 0o777)
+        comm.Barrier()
+        m.expect(dds.HandshakeIOError, "may be written by group or others",
+                 lambda: dds.PyDDStore(comm, method=2, handshake_dir=open_dir))
+    m.intact()
+    assert m.cases >= 8
+
+
+def test_matrix_handles(matrix, comm):
+    m, lib = matrix, matrix.lib
+    row = np.empty((1, ELEMS), np.float64)
+    bogus = ctypes.c_void_p(0x12345670)
+    m.expect(dds.BadStateError, "not a live store",
+             lambda: m.call(lib.dds_get(bogus, b"v", row.ctypes.data, RB, 0, 1)))
+    m.expect(dds.InvalidArgumentError, "store handle is NULL",
+             lambda: m.call(lib.dds_get(None, b"v", row.ctypes.data, RB, 0, 1)))
+    m.expect(dds.BadStateError, "not a live store", lambda: m.call(lib.dds_epoch_begin(bogus)))
+    m.expect(dds.BadStateError, "not a live store", lambda: m.call(lib.dds_destroy(bogus)))
+    # Use after destroy, and destroy twice.
+    other = make_store(comm, m.method)
+    other.add("v", np.zeros((1, ELEMS)))
+    h = other._h
+    other.free()
+    m.expect(dds.BadStateError, "freed", lambda: other.get("v", row, 0))
+    m.expect(dds.BadStateError, "not a live store",
+             lambda: m.call(lib.dds_get(h, b"v", row.ctypes.data, RB, 0, 1)))
+    m.expect(dds.BadStateError, "not a live store",
+             lambda: m.call(lib.dds_update(h, b"v", row.ctypes.data, RB, 0)))
+    m.expect(dds.BadStateError, "destroyed twice", lambda: m.call(lib.dds_destroy(h)))
+    other.free()  # idempotent in Python
+    m.intact()
+
+
+def test_matrix_register(matrix, comm):
+    m, lib, s, last = matrix, matrix.lib, matrix.s, comm.size - 1
+    buf = np.zeros((ROWS, ELEMS), np.float64)
+    m.expect(dds.InvalidArgumentError, "name is NULL", lambda: m.call(lib.dds_init(m.h(), None, 4, 4, 8)))
+    m.expect(dds.InvalidArgumentError, "empty", lambda: s.init("", 4, 4, 8))
+    m.expect(dds.InvalidArgumentError, "longer than 255", lambda: s.init("x" * 300, 4, 4, 8))
+    m.expect(dds.InvalidArgumentError, "UTF-8", lambda: m.call(lib.dds_init(m.h(), b"bad\xff\xfe", 4, 4, 8)))
+    m.expect(dds.InvalidArgumentError, "row count -1 is negative", lambda: s.init("w", -1, 4, 8))
+    m.expect(dds.InvalidArgumentError, "elements per row must be positive", lambda: s.init("w", 4, 0, 8))
+    m.expect(dds.InvalidArgumentError, "got -3", lambda: s.init("w", 4, -3, 8))
+    m.expect(dds.InvalidArgumentError, "item size 3", lambda: s.init("w", 4, 4, 3))
+    m.expect(dds.InvalidArgumentError, "item size 16", lambda: s.init("w", 4, 4, 16))
+    m.expect(dds.InvalidArgumentError, "overflows", lambda: s.init("w", 2**62, 8, 8))
+    m.expect(dds.InvalidArgumentError, "overflows 64 bits", lambda: s.init("w", 1, 2**63 - 1, 8))
+    m.expect(dds.DuplicateVariableError, "'v' already exists", lambda: s.init("v", 4, 4, 8))
+    m.expect(dds.MismatchError, "data_bytes is 120",
+             lambda: m.call(lib.dds_add(m.h(), b"w", buf.ctypes.data, buf.nbytes - 8, 4, 4, 8)))
+    m.expect(dds.InvalidArgumentError, "data is NULL",
+             lambda: m.call(lib.dds_add(m.h(), b"w", None, buf.nbytes, 4, 4, 8)))
+    m.expect(dds.InvalidArgumentError, f"rank {last}: variable 'w': item size 5",
+             lambda: s.init("w", 4, 4, 5 if comm.rank == last else 8))
+    if comm.size > 1:
+        m.expect(dds.MismatchError, "rank 1 has rows of 3 elements",
+                 lambda: s.init("w", 4, 3 if comm.rank == 1 else 2, 8))
+        m.expect(dds.InvalidArgumentError, "different variable names",
+                 lambda: s.init("w0" if comm.rank == 0 else "w1", 4, 2, 8))
+    m.expect(dds.ArgumentTypeError, "name must be a str", lambda: s.init(b"w", 4, 4, 8))
+    # The failed registrations left nothing behind: "w" is still free.
+    s.init("w", 1, 1, 1)
+    m.intact()
+
+
+def test_matrix_read(matrix, comm):
+    m, lib, s, n = matrix, matrix.lib, matrix.s, matrix.n
+    row = np.empty((1, ELEMS), np.float64)
+    two = np.empty((2, ELEMS), np.float64)
+    m.expect(dds.UnknownVariableError, "'nope'", lambda: s.get("nope", row, 0))
+    m.expect(dds.IndexOutOfRangeError, "global row -1 is out of range", lambda: s.get("v", row, -1))
+    m.expect(dds.IndexOutOfRangeError, f"global row {n} is out of range [0, {n})", lambda: s.get("v", row, n))
+    m.expect(dds.IndexOutOfRangeError, "out of range", lambda: s.get("v", row, 2**63 - 1))
+    m.expect(dds.MismatchError, "destination of 31 bytes",
+             lambda: m.call(lib.dds_get(m.h(), b"v", row.ctypes.data, RB - 1, 0, 1)))
+    m.expect(dds.MismatchError, "need 32 bytes",
+             lambda: m.call(lib.dds_get(m.h(), b"v", two.ctypes.data, RB + 8, 0, 1)))
+    m.expect(dds.MismatchError, "8 bytes", lambda: s.get("v", np.empty((1, 1), np.float64), 0))
+    if comm.size > 1:
+        m.expect(dds.InvalidArgumentError, "cross the end of rank 0's shard", lambda: s.get("v", two, 3))
+    m.expect(dds.InvalidArgumentError, "count -2 is negative",
+             lambda: m.call(lib.dds_get(m.h(), b"v", row.ctypes.data, RB, 0, -2)))
+    m.expect(dds.InvalidArgumentError, "dst is NULL", lambda: m.call(lib.dds_get(m.h(), b"v", None, RB, 0, 1)))
+    m.expect(dds.InvalidArgumentError, "name is NULL",
+             lambda: m.call(lib.dds_get(m.h(), None, row.ctypes.data, RB, 0, 1)))
+    m.expect(dds.MismatchError, "Invalid data type", lambda: s.get("v", np.empty((1, ELEMS), np.float32), 0))
+    # Updates are local and bounds-checked.
+    m.expect(dds.IndexOutOfRangeError, "rows [3, 5) of 'v' are outside", lambda: s.update("v", two, 3))
+    m.expect(dds.IndexOutOfRangeError, "outside this rank's shard of 4 rows", lambda: s.update("v", row, -1))
+    m.expect(dds.MismatchError, "not a whole number of 32-byte rows",
+             lambda: m.call(lib.dds_update(m.h(), b"v", row.ctypes.data, RB - 4, 0)))
+    m.expect(dds.UnknownVariableError, "'nope'", lambda: s.update("nope", row, 0))
+    m.expect(dds.InvalidArgumentError, "data is NULL", lambda: m.call(lib.dds_update(m.h(), b"v", None, RB, 0)))
+    m.intact()
+
+
+def test_matrix_batch(matrix, comm):
+    m, lib, s, n, last = matrix, matrix.lib, matrix.s, matrix.n, comm.size - 1
+    two = np.empty((2, ELEMS), np.float64)
+    idx = np.array([0, n - 1], np.int64)
+    bad = np.array([0, n + 5 if comm.rank == last else 1], np.int64)
+    if m.method == 0:
+        # Collective: an index out of range on the last rank fails every rank.
+        m.expect(dds.IndexOutOfRangeError, f"rank {last}: index 1 of its batch, global row {n + 5}, is out of range",
+                 lambda: s.get_batch("v", two, bad))
+    elif comm.rank == last:
+        m.expect(dds.IndexOutOfRangeError, f"index 1 of the batch, global row {n + 5}, is out of range",
+                 lambda: s.get_batch("v", two, bad))
+    else:
+        s.get_batch("v", two, bad)
+        assert np.array_equal(two, np.stack([_value(g) for g in bad]))
+    m.expect(dds.IndexOutOfRangeError, "global row -1", lambda: s.get_batch("v", two[:1], [-1]))
+    # A destination of the wrong size on rank 0 only.
+    size = RB if comm.rank == 0 else 2 * RB
+    if m.method == 0:
+        m.expect(dds.MismatchError, "rank 0: destination of 32 bytes",
+                 lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, size, idx.ctypes.data, 2)))
+    elif comm.rank == 0:
+        m.expect(dds.MismatchError, "destination of 32 bytes",
+                 lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, size, idx.ctypes.data, 2)))
+    m.expect(dds.MismatchError, "need 64 bytes",
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, 2 * RB + 8, idx.ctypes.data, 2)))
+    m.expect(dds.UnknownVariableError, "'nope'", lambda: s.get_batch("nope", two, idx))
+    m.expect(dds.InvalidArgumentError, "n -1 is negative",
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, 2 * RB, idx.ctypes.data, -1)))
+    m.expect(dds.InvalidArgumentError, "indices is NULL",
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, 2 * RB, None, 2)))
+    m.expect(dds.InvalidArgumentError, "dst is NULL",
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", None, 2 * RB, idx.ctypes.data, 2)))
+    m.expect(dds.InvalidArgumentError, "indices must be one-dimensional",
+             lambda: s.get_batch("v", two, idx.reshape(2, 1)))
+    m.expect(dds.InvalidArgumentError, "arr has 2 rows but 1 indices", lambda: s.get_batch("v", two, [0]))
+    m.intact()
+
+
+def test_matrix_state(matrix, comm):
+    m, lib, s = matrix, matrix.lib, matrix.s
+    buf = np.zeros((4, ELEMS), np.float64)
+    m.expect(dds.BadStateError, "no epoch is open", s.epoch_end)
+    s.epoch_begin()
+    m.expect(dds.BadStateError, "already open", s.epoch_begin)
+    s.epoch_end()
+    m.expect(dds.BadStateError, "only valid for method-2 extra members", lambda: s.join("v"))
+    m.expect(dds.InvalidArgumentError, "buf is NULL", lambda: m.call(lib.dds_register_recv(m.h(), b"v", None, 64)))
+    m.expect(dds.UnknownVariableError, "'nope'", lambda: s.register_recv("nope", buf[:2]))
+    s.register_recv("v", buf[:2])
+    m.expect(dds.InvalidArgumentError, "overlaps", lambda: s.register_recv("v", buf[1:3]))
+    m.expect(dds.InvalidArgumentError, "is not registered for 'v'",
+             lambda: m.call(lib.dds_unregister_recv(m.h(), b"v", buf[1:].ctypes.data)))
+    s.unregister_recv("v", buf[:2])
+    info = _lib.DdsVarInfo()
+    m.expect(dds.InvalidArgumentError, "dds_var_info.struct_size is 0",
+             lambda: m.call(lib.dds_info(m.h(), b"v", ctypes.byref(info))))
+    m.expect(dds.InvalidArgumentError, "out is NULL", lambda: m.call(lib.dds_info(m.h(), b"v", None)))
+    counters = _lib.DdsCounters()
+    m.expect(dds.InvalidArgumentError, "dds_counters.struct_size",
+             lambda: m.call(lib.dds_profile(m.h(), b"v", ctypes.byref(counters))))
+    # Messages name the function.
+    err = m.expect(dds.UnknownVariableError, "'nope'", lambda: s.get("nope", buf[:1], 0))
+    s._vars.pop("nope", None)
+    assert str(err).startswith("dds_info: ") or str(err).startswith("dds_get: ")
+    m.intact()

@@ -33,8 +33,11 @@
 //!
 //! Files are written to `<final>.tmp.<pid>`, fsynced, renamed over the final
 //! name, and the directory is fsynced. Files are 0600; a directory we create
-//! is 0700. A reader refuses a file that another user owns or that group or
-//! others may write.
+//! is 0700. A reader refuses a file that another user owns, that group or
+//! others may write, or that is a symbolic link; both sides refuse a
+//! directory that another user owns or that group or others may write.
+//! Nothing here formats a key or a base address into a message (they grant
+//! read access to the core's memory), and `RankRecord`'s `Debug` hides them.
 //!
 //! ## Done files
 //!
@@ -58,6 +61,8 @@ pub const STATE_WITHDRAWN: u32 = 2;
 const ENVELOPE_HEAD: usize = 8 + 4 + 4 + 8;
 const CHECKSUM: usize = 8;
 const SAFE_MAX: usize = 120;
+/// Smallest rank entry: empty address (u16 length) + key + base + rows.
+const RANK_MIN: usize = 2 + 8 + 8 + 8;
 pub const RECORD_SUFFIX: &str = ".ddsrec";
 pub const DONE_PREFIX: &str = "ddsdone.";
 
@@ -67,12 +72,25 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// One core rank's entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RankRecord {
     pub addr: Vec<u8>,
     pub key: u64,
     pub base: u64,
     pub rows: i64,
+}
+
+// The key and base give read access to the core's memory: a `{:?}` in a
+// message or a failed assertion must not reveal them.
+impl std::fmt::Debug for RankRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankRecord")
+            .field("addr_len", &self.addr.len())
+            .field("key", &"<redacted>")
+            .field("base", &"<redacted>")
+            .field("rows", &self.rows)
+            .finish()
+    }
 }
 
 /// A variable as published by a core store.
@@ -231,11 +249,17 @@ pub fn parse(bytes: &[u8], what: &str, want: &Expect) -> Result<Record> {
     let addr_format = c.u32()?;
     let row_elems = c.u64()? as i64;
     let item_size = c.u32()? as i32;
-    let _reserved = c.u32()?;
+    // Zero in version 1: anything else is damage the checksum did not catch
+    // (or a writer we do not know), and accepting it would hide that.
+    if c.u32()? != 0 {
+        bail!(Io, "{what}: corrupt (reserved bytes are not zero)");
+    }
     let name = c.string()?;
     let provider = c.string()?;
     let domain = c.string()?;
-    let mut ranks = Vec::with_capacity(n_core.min(1 << 20));
+    // Each rank entry takes at least RANK_MIN bytes: a corrupt n_core cannot
+    // make us reserve more than the file could hold.
+    let mut ranks = Vec::with_capacity(n_core.min((body.len() - c.at) / RANK_MIN));
     for _ in 0..n_core {
         let addr = c.bytes()?.to_vec();
         let key = c.u64()?;
@@ -310,31 +334,70 @@ pub fn resolve_dir(option: Option<&str>, env: Option<&str>) -> PathBuf {
     PathBuf::from(option.or(env).unwrap_or(crate::config::DEFAULT_HANDSHAKE_DIR))
 }
 
-/// Creates the directory (and missing parents) with mode 0700 if missing.
+/// Creates the directory (and missing parents) with mode 0700 if missing,
+/// and refuses one that this user could not trust (see `check_dir`).
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => check_dir(dir, &m),
         Ok(_) => bail!(Io, "hand-shake directory {} exists but is not a directory", dir.display()),
-        Err(_) => DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| err!(Io, "cannot create the hand-shake directory {}: {e}", dir.display())),
+        Err(_) => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| err!(Io, "cannot create the hand-shake directory {}: {e}", dir.display()))?;
+            let m = fs::metadata(dir).map_err(|e| err!(Io, "cannot stat the hand-shake directory {}: {e}", dir.display()))?;
+            check_dir(dir, &m)
+        }
     }
 }
 
+fn my_uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// Refuses a directory owned by another user or writable by group or
+/// others: whoever else may write there could remove our records, plant
+/// links where we write, or fill the directory.
+pub fn check_dir(dir: &Path, m: &fs::Metadata) -> Result<()> {
+    let me = my_uid();
+    if m.uid() != me {
+        bail!(
+            Io,
+            "hand-shake directory {} is owned by uid {}, not by this user (uid {me}): refusing to use it \
+             (use a directory of your own, e.g. created with mode 0700)",
+            dir.display(),
+            m.uid()
+        );
+    }
+    if m.mode() & 0o022 != 0 {
+        bail!(
+            Io,
+            "hand-shake directory {} may be written by group or others (mode {:o}): refusing to use it \
+             (chmod go-w it, or use a fresh directory, which libddstore creates with mode 0700)",
+            dir.display(),
+            m.mode() & 0o777
+        );
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `dir/name` atomically (temporary file, fsync, rename,
-/// fsync of the directory), mode 0600.
+/// fsync of the directory), mode 0600. The temporary file is created
+/// exclusively and never through a symbolic link.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let final_path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp.{}", std::process::id()));
     let io = |what: &str, e: std::io::Error| err!(Io, "{what} {}: {e}", tmp.display());
+    // A leftover of a crashed process that had our pid.
+    let _ = fs::remove_file(&tmp);
     let res = (|| {
         let mut f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
             .map_err(|e| io("cannot create", e))?;
         f.write_all(bytes).map_err(|e| io("cannot write", e))?;
@@ -354,16 +417,18 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 }
 
 /// Reads a hand-shake file: None when it does not exist. Refuses a file
-/// owned by another user or writable by group or others.
+/// owned by another user or writable by group or others, and a symbolic link.
 pub fn read_checked(path: &Path) -> Result<Option<Vec<u8>>> {
-    let f = match File::open(path) {
+    let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            bail!(Io, "{} is a symbolic link: refusing to trust it (records are plain files)", path.display())
+        }
         Err(e) => bail!(Io, "cannot open {}: {e}", path.display()),
     };
     let m = f.metadata().map_err(|e| err!(Io, "cannot stat {}: {e}", path.display()))?;
-    // SAFETY: getuid cannot fail.
-    let me = unsafe { libc::getuid() };
+    let me = my_uid();
     if m.uid() != me {
         bail!(Io, "{} is owned by uid {}, not by this user (uid {me}): refusing to trust it", path.display(), m.uid());
     }
@@ -557,6 +622,45 @@ mod tests {
     }
 
     #[test]
+    fn rejects_nonzero_reserved_bytes() {
+        // Found by the split_record fuzz target: such a record parsed, and
+        // did not serialise back to the same bytes.
+        let mut b = serialize(&sample()).unwrap();
+        b[60] = 2; // the 4 reserved bytes after the item size
+        reseal(&mut b);
+        let e = parse(&b, "f", &expect()).unwrap_err();
+        assert_eq!(e.kind, Kind::Io);
+        assert!(e.msg.contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn huge_rank_count_is_refused_without_reserving_it() {
+        let mut b = serialize(&sample()).unwrap();
+        // n_core is at offset 40 (envelope 24, session 8, time 8).
+        b[40..44].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(&mut b);
+        let mut want = expect();
+        want.n_core = u32::MAX as usize;
+        let e = parse(&b, "f", &want).unwrap_err();
+        assert!(e.msg.contains("runs past the end"), "{e}");
+    }
+
+    #[test]
+    fn debug_hides_keys_and_bases() {
+        let mut r = sample();
+        for (i, k) in r.ranks.iter_mut().enumerate() {
+            k.key = 0xdead_beef_1234 + i as u64;
+            k.base = 0x7f00_1234_5678 + i as u64;
+        }
+        let text = format!("{r:?}");
+        for k in &r.ranks {
+            assert!(!text.contains(&k.key.to_string()) && !text.contains(&format!("{:x}", k.key)), "{text}");
+            assert!(!text.contains(&k.base.to_string()) && !text.contains(&format!("{:x}", k.base)), "{text}");
+        }
+        assert!(text.contains("<redacted>"));
+    }
+
+    #[test]
     fn withdrawn_records_parse() {
         let mut r = sample();
         r.state = STATE_WITHDRAWN;
@@ -582,6 +686,27 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&p, fs::Permissions::from_mode(0o622)).unwrap();
         assert!(read_checked(&p).unwrap_err().msg.contains("group or others"));
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        // A link to a record is refused, even to one of ours.
+        let link = dir.join("link.ddsrec");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(read_checked(&link).unwrap_err().msg.contains("symbolic link"));
+        // A planted link where the writer puts its temporary file is not followed.
+        let victim = base.join("victim");
+        fs::write(&victim, b"keep").unwrap();
+        let tmp_name = format!("planted.tmp.{}", std::process::id());
+        std::os::unix::fs::symlink(&victim, dir.join(&tmp_name)).unwrap();
+        write_atomic(&dir, "planted", &b).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(read_checked(&dir.join("planted")).unwrap().unwrap(), b);
+        // Directories others may write are refused, by both sides.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = ensure_dir(&dir).unwrap_err();
+        assert!(e.msg.contains("may be written by group or others (mode 777)") && e.msg.contains("hs"), "{e}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o720)).unwrap();
+        assert!(ensure_dir(&dir).is_err());
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        ensure_dir(&dir).unwrap();
         // Done files.
         assert_eq!(count_done(&dir, 5).unwrap(), 0);
         write_done(&dir, 5, 0).unwrap();
