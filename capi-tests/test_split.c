@@ -518,9 +518,9 @@ static int run_baddir(void) {
     chmod(path, 0777);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  EXPECT_ERR(try_core(path, &s), DDS_ERR_IO, t_rank == 0 ? "may be written by group or others (mode 777)" : "rank 0");
+  EXPECT_ERR(try_core(path, &s), DDS_ERR_IO, t_rank == 0 ? "may be written by other users (mode 777)" : "rank 0");
   o.handshake_dir = path;
-  EXPECT_ERR(dds_create(0, &o, &s), DDS_ERR_IO, "may be written by group or others");
+  EXPECT_ERR(dds_create(0, &o, &s), DDS_ERR_IO, "may be written by other users");
   EXPECT(strstr(dds_last_error(), path) != NULL);
   /* Once closed (after every rank's check above), the same directory is accepted. */
   MPI_Barrier(MPI_COMM_WORLD);

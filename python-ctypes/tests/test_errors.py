@@ -458,7 +458,7 @@ def test_matrix_create(matrix, comm):
         if comm.rank == 0:
             os.chmod(open_dir, 0o777)
         comm.Barrier()
-        m.expect(dds.HandshakeIOError, "may be written by group or others",
+        m.expect(dds.HandshakeIOError, "may be written by other users",
                  lambda: dds.PyDDStore(comm, method=2, handshake_dir=open_dir))
     m.intact()
     assert m.cases >= 8

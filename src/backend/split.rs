@@ -35,7 +35,7 @@
 //! name, and the directory is fsynced. Files are 0600; a directory we create
 //! is 0700. A reader refuses a file that another user owns, that group or
 //! others may write, or that is a symbolic link; both sides refuse a
-//! directory that another user owns or that group or others may write.
+//! directory that another user owns or that other users may write.
 //! Nothing here formats a key or a base address into a message (they grant
 //! read access to the core's memory), and `RankRecord`'s `Debug` hides them.
 //!
@@ -371,11 +371,14 @@ pub fn check_dir(dir: &Path, m: &fs::Metadata) -> Result<()> {
             m.uid()
         );
     }
-    if m.mode() & 0o022 != 0 {
+    // Group-writable is allowed: project directories on HPC systems often
+    // are (umask 002), and a group member can at worst delete records; a
+    // record they plant is refused by its owner check.
+    if m.mode() & 0o002 != 0 {
         bail!(
             Io,
-            "hand-shake directory {} may be written by group or others (mode {:o}): refusing to use it \
-             (chmod go-w it, or use a fresh directory, which libddstore creates with mode 0700)",
+            "hand-shake directory {} may be written by other users (mode {:o}): refusing to use it \
+             (chmod o-w it, or use a fresh directory, which libddstore creates with mode 0700)",
             dir.display(),
             m.mode() & 0o777
         );
@@ -702,9 +705,12 @@ mod tests {
         // Directories others may write are refused, by both sides.
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
         let e = ensure_dir(&dir).unwrap_err();
-        assert!(e.msg.contains("may be written by group or others (mode 777)") && e.msg.contains("hs"), "{e}");
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o720)).unwrap();
+        assert!(e.msg.contains("may be written by other users (mode 777)") && e.msg.contains("hs"), "{e}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o702)).unwrap();
         assert!(ensure_dir(&dir).is_err());
+        // A group-writable project directory is fine.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o770)).unwrap();
+        ensure_dir(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
         ensure_dir(&dir).unwrap();
         // Done files.
