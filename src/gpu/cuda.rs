@@ -118,8 +118,13 @@ impl Driver {
             &mut vals[2] as *mut u64 as *mut c_void,
         ];
         // SAFETY: cuPointerGetAttributes accepts any address (unknown ones
-        // get default values) and needs no current context.
-        let r = unsafe { cu::cuPointerGetAttributes(3, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) };
+        // get default values); the out-slots are large enough.
+        let mut query = || unsafe { cu::cuPointerGetAttributes(3, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) };
+        let mut r = query();
+        if r == cu::CUresult::CUDA_ERROR_INVALID_CONTEXT {
+            // A thread with no current context (not a CUDA thread yet).
+            r = self.on_device(0, || Ok(query()))?;
+        }
         check(r, "cuPointerGetAttributes")?;
         let (mem_type, ordinal, managed) = (vals[0] as u32, vals[1] as u32 as i32, vals[2] as u32);
         // Managed memory is CPU-addressable: treat it as host.
