@@ -341,6 +341,15 @@ class PyDDStore:
         var = self._var(name)
         return var.total_rows, var.disp, var.itemsize
 
+    def device_path(self, name):
+        """How rows of `name` reach device buffers: "host-only" (no GPU driver,
+        or GPU support off), "staged", "gpudirect" or "refused" (see docs/gpu.md)."""
+        var = self._var(name)
+        info = _lib.DdsVarInfo()
+        info.struct_size = ctypes.sizeof(info)
+        self._check(self._lib.dds_info(self._handle(), var.cname, ctypes.byref(info)))
+        return {0: "host-only", 1: "staged", 2: "gpudirect", 3: "refused"}.get(info.device_path, "unknown")
+
     def get_profile(self, name):
         """DDStore 3.0's profile dict: C counters of `name` plus this store's Python timings."""
         var = self._var(name)

@@ -206,6 +206,7 @@ def test_fake_gpu_buffers_refused(store):
         store.info("g")
     target = np.zeros((1, 3), np.float32)
     store.get("x", target, 0)
+    assert store.device_path("x") == ("staged" if have else "host-only")
 
 
 def test_fake_gpu_refused_with_gpu_off(comm, monkeypatch):
@@ -215,6 +216,7 @@ def test_fake_gpu_refused_with_gpu_off(comm, monkeypatch):
         s.add("x", np.ones((2, 3), np.float32))
         with pytest.raises(dds.GPUBufferError, match="GPU support is off"):
             s.get("x", FakeGPU(), 0)
+        assert s.device_path("x") == "host-only"
     finally:
         s.free()
 
