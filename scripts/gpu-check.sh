@@ -67,5 +67,9 @@ step py-method1-shm-nodelocal0 120 env DDS_TEST_METHOD=1 DDSTORE_FABRIC=shm DDST
     GPU_CHECK_ONLY=get_into_poisoned_gpu_tensor,get_batch_gpu_vs_host,get_batch_small_chunks,stream_ordering,staging_off_refuses \
     mpiexec -n "$NP" "$PY" scripts/gpu_check.py method1-shm
 
+# 3. The measurement alone on one rank (no second process time-slicing the GPU).
+step py-measure-np1 90 env DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_NODE_LOCAL=0 \
+    GPU_CHECK_ONLY=measure_stream_vs_device_sync mpiexec -n 1 "$PY" scripts/gpu_check.py measure-np1
+
 summary "gpu-check: $failed failed step(s)"
 exit $((failed > 0))
