@@ -56,7 +56,13 @@ install: build
 
 # The C/C++/Fortran tests are a separate CMake project that find_package()s
 # the installed library (in build/prefix), as a user's project would.
-.PHONY: install-test-prefix
+.PHONY: install-test-prefix gpu-bundle
+# The carry directory for the device check (scripts/gpu-check.sh, docs/gpu.md).
+gpu-bundle: install-test-prefix
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)/capi-tests -j 2 --target test_gpu
+	./scripts/gpu-bundle.sh
+
 install-test-prefix:
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
 

@@ -66,6 +66,17 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_METHOD_SPLIT = 2
   integer(c_int32_t), parameter, public :: DDS_ROLE_CORE = 0
   integer(c_int32_t), parameter, public :: DDS_ROLE_EXTRA = 1
+  integer(c_int32_t), parameter, public :: DDS_GPU_ENV = -1
+  integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
+  integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
+  integer(c_int32_t), parameter, public :: DDS_GPU_REQUIRE = 2
+  integer(c_int32_t), parameter, public :: DDS_MEM_HOST = 0
+  integer(c_int32_t), parameter, public :: DDS_MEM_CUDA = 1
+  integer(c_int32_t), parameter, public :: DDS_MEM_ROCM = 2
+  integer(c_int32_t), parameter, public :: DDS_PATH_HOST_ONLY = 0
+  integer(c_int32_t), parameter, public :: DDS_PATH_STAGED = 1
+  integer(c_int32_t), parameter, public :: DDS_PATH_GPUDIRECT = 2
+  integer(c_int32_t), parameter, public :: DDS_PATH_REFUSED = 3
 
   ! ---------------------------------------------------------------------
   ! bind(C) mirrors of the C structs (unsigned C fields are signed here)
@@ -80,6 +91,8 @@ module ddstore
     type(c_ptr) :: fabric_provider = c_null_ptr
     type(c_ptr) :: fabric_iface = c_null_ptr
     type(c_ptr) :: nic_map = c_null_ptr
+    integer(c_int32_t) :: gpu = -1
+    integer(c_int32_t) :: gpu_staging = -1
   end type c_dds_options
 
   type, bind(C), public :: c_dds_var_info
@@ -94,6 +107,7 @@ module ddstore
     character(kind=c_char) :: transport(64) = c_null_char
     integer(c_int32_t) :: node_local = 0
     integer(c_int32_t) :: node_ranks = 0
+    integer(c_int32_t) :: device_path = 0
   end type c_dds_var_info
 
   type, bind(C), public :: c_dds_counters
@@ -134,6 +148,7 @@ module ddstore
     character(len=64) :: transport = ''       ! e.g. "mpi-rma"
     logical :: node_local = .false.           ! same-node owners' rows copied directly
     integer :: node_ranks = 0                 ! ranks whose rows are copied directly
+    integer :: device_path = 0                ! DDS_PATH_*: how rows reach device buffers
   end type dds_var_info_t
 
   ! What dds_profile returns: per-variable read counters; times in ns,
@@ -154,6 +169,7 @@ module ddstore
   public :: c_dds_init, c_dds_add, c_dds_update, c_dds_info, c_dds_profile
   public :: c_dds_get, c_dds_get_batch, c_dds_register_recv, c_dds_unregister_recv
   public :: c_dds_join_expect, c_dds_remove, c_dds_extra_done, c_dds_wait_extras
+  public :: c_dds_get_stream, c_dds_get_batch_stream, c_dds_pointer_kind, c_dds_gpu_available
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -308,6 +324,45 @@ module ddstore
       integer(c_int64_t), value :: n
       integer(c_int) :: st
     end function c_dds_get_batch
+
+    ! Stream-ordered reads: `stream` is a CUstream (c_null_ptr: as dds_get).
+    function c_dds_get_stream(store, name, dst, dst_bytes, start, count, stream) &
+        bind(C, name="dds_get_stream") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: dst
+      integer(c_size_t), value :: dst_bytes
+      integer(c_int64_t), value :: start, count
+      type(c_ptr), value :: stream
+      integer(c_int) :: st
+    end function c_dds_get_stream
+
+    function c_dds_get_batch_stream(store, name, dst, dst_bytes, indices, n, stream) &
+        bind(C, name="dds_get_batch_stream") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: dst
+      integer(c_size_t), value :: dst_bytes
+      type(c_ptr), value :: indices
+      integer(c_int64_t), value :: n
+      type(c_ptr), value :: stream
+      integer(c_int) :: st
+    end function c_dds_get_batch_stream
+
+    function c_dds_pointer_kind(ptr, kind, device) bind(C, name="dds_pointer_kind") result(st)
+      import :: c_int, c_ptr, c_int32_t
+      type(c_ptr), value :: ptr
+      integer(c_int32_t), intent(out) :: kind, device
+      integer(c_int) :: st
+    end function c_dds_pointer_kind
+
+    function c_dds_gpu_available(n_devices) bind(C, name="dds_gpu_available") result(st)
+      import :: c_int, c_int32_t
+      integer(c_int32_t), intent(out) :: n_devices
+      integer(c_int) :: st
+    end function c_dds_gpu_available
 
     function c_dds_register_recv(store, name, buf, bytes) bind(C, name="dds_register_recv") result(st)
       import :: c_int, c_ptr, c_char, c_size_t
@@ -547,6 +602,7 @@ contains
       info%n_ranks = int(raw%n_ranks)
       info%node_local = raw%node_local /= 0
       info%node_ranks = int(raw%node_ranks)
+      info%device_path = int(raw%device_path)
       do i = 1, size(raw%transport)
         if (raw%transport(i) == c_null_char) exit
         info%transport(i:i) = raw%transport(i)

@@ -33,6 +33,44 @@
 // Method 2 role: an extra member, which joins published variables and reads.
 #define DDS_ROLE_EXTRA 1
 
+// `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
+#define DDS_GPU_ENV -1
+
+// `dds_options.gpu`: host memory only; pointers are not classified.
+#define DDS_GPU_OFF 0
+
+// `dds_options.gpu`: recognise device memory when a GPU driver is present.
+#define DDS_GPU_AUTO 1
+
+// `dds_options.gpu`: as `DDS_GPU_AUTO`, and fail at `dds_create` without a driver.
+#define DDS_GPU_REQUIRE 2
+
+// `dds_pointer_kind`: memory the CPU can address (heap, stack, mmap, shared,
+// pinned or managed memory).
+#define DDS_MEM_HOST 0
+
+// `dds_pointer_kind`: CUDA device memory.
+#define DDS_MEM_CUDA 1
+
+// `dds_pointer_kind`: ROCm (HIP) device memory.
+#define DDS_MEM_ROCM 2
+
+// `dds_var_info.device_path`: device buffers are not recognised (GPU
+// support off, or no GPU driver); every pointer is taken as host memory.
+#define DDS_PATH_HOST_ONLY 0
+
+// `dds_var_info.device_path`: rows reach device buffers through pinned
+// host bounce buffers and an asynchronous host-to-device copy.
+#define DDS_PATH_STAGED 1
+
+// `dds_var_info.device_path`: rows are read straight into device memory
+// (libfabric FI_HMEM). Reserved: this version never reports it.
+#define DDS_PATH_GPUDIRECT 2
+
+// `dds_var_info.device_path`: device buffers are refused with DDS_ERR_GPU
+// (`DDSTORE_GPU_STAGING=0` and no GPUDirect).
+#define DDS_PATH_REFUSED 3
+
 // Result of every libddstore call. `DDS_OK` (0) is success; any other value is
 // an error whose explanation `dds_last_error()` returns on the same thread.
 typedef enum dds_status {
@@ -96,6 +134,16 @@ typedef struct dds_options {
   const char *fabric_iface;
   // Methods 1 and 2: CPU-to-NIC map `nic=cpus;nic=cpus`; NULL means `DDSTORE_NIC_MAP`.
   const char *nic_map;
+  // Device memory: `DDS_GPU_ENV` (default: `DDSTORE_GPU` decides),
+  // `DDS_GPU_OFF` (every buffer is host memory), `DDS_GPU_AUTO` (device
+  // buffers are recognised when a GPU driver is present) or
+  // `DDS_GPU_REQUIRE` (as auto; `dds_create` fails with DDS_ERR_GPU when no
+  // driver is usable). (Added in 0.2 with `gpu_staging`; callers built
+  // against older headers pass a smaller `struct_size` and get the default.)
+  int32_t gpu;
+  // -1 (default: `DDSTORE_GPU_STAGING` decides), 1 to stage device
+  // buffers through pinned host memory, 0 to refuse them with DDS_ERR_GPU.
+  int32_t gpu_staging;
 } dds_options;
 
 // Description of one variable, filled by `dds_info`.
@@ -127,6 +175,8 @@ typedef struct dds_var_info {
   // Ranks whose rows this rank copies directly, itself included (the
   // store's ranks on this node when `node_local` is 1, else 1).
   int32_t node_ranks;
+  // How rows reach device destinations: `DDS_PATH_*`. (Added in 0.2.)
+  int32_t device_path;
 } dds_var_info;
 
 // Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and
@@ -176,11 +226,27 @@ const char *dds_status_string(int32_t status);
 const char *dds_last_error(void);
 
 // Fills `options` with the defaults: method 0, role core, width 0 (all
-// ranks), n_core 0, every string NULL (read from the environment), and sets
-// `struct_size`. Local; needs no MPI.
+// ranks), n_core 0, every string NULL (read from the environment), gpu and
+// gpu_staging -1 (from the environment), and sets `struct_size`. Local; needs no MPI.
 //
 // Errors: DDS_ERR_INVALID_ARGUMENT if `options` is NULL.
 enum dds_status dds_options_init(struct dds_options *options);
+
+// Classifies `ptr` the way the store classifies buffers: writes
+// `DDS_MEM_HOST`, `DDS_MEM_CUDA` or `DDS_MEM_ROCM` to `*kind` and the device
+// ordinal (-1 for host memory) to `*device` (may be NULL). Without a GPU
+// driver every pointer, NULL included, is host memory. Only the address is
+// looked at, never the memory. Thread-safe; needs no MPI and no store.
+//
+// Errors: DDS_ERR_INVALID_ARGUMENT (NULL `kind`), DDS_ERR_GPU (the driver
+// failed to answer).
+enum dds_status dds_pointer_kind(const void *ptr, int32_t *kind, int32_t *device);
+
+// Whether a GPU driver is usable by this process: DDS_OK with the number of
+// devices in `*n_devices` (may be NULL), else DDS_ERR_GPU with
+// `dds_last_error()` saying why (no libcuda.so, no device, built without
+// CUDA...). The driver is probed once per process. Thread-safe; needs no MPI.
+enum dds_status dds_gpu_available(int32_t *n_devices);
 
 // Creates a store over a communicator and writes its handle to `*out`.
 //
@@ -208,8 +274,13 @@ enum dds_status dds_options_init(struct dds_options *options);
 // DDSTORE_FABRIC, `fabric_iface` / FABRIC_IFACE and `nic_map` /
 // DDSTORE_NIC_MAP (see docs/fabric.md) and starts a progress thread.
 //
+// Device memory (`gpu`, `gpu_staging` / DDSTORE_GPU, DDSTORE_GPU_STAGING):
+// see docs/gpu.md. With `DDS_GPU_REQUIRE` and no usable GPU driver every
+// rank fails with DDS_ERR_GPU.
+//
 // Errors: DDS_ERR_INVALID_ARGUMENT (NULL `out`, MPI_COMM_NULL, bad option
 // value, option or DDSTORE_ALLTOALL_MAX_BYTES differing across ranks),
+// DDS_ERR_GPU (GPU support required but no driver is usable),
 // DDS_ERR_UNSUPPORTED (a method this build cannot serve), DDS_ERR_BAD_STATE
 // (MPI not initialised or already finalised), DDS_ERR_FABRIC (method 1: no
 // usable provider, or the named provider or interface does not exist; on
@@ -315,6 +386,8 @@ enum dds_status dds_init(struct dds_store *store,
 // Registers variable `name` from `data`: `local_rows` rows of `row_elems`
 // elements of `item_size` bytes, `data_bytes` = their product. Host data is
 // copied, so the caller may reuse or free `data` as soon as the call returns.
+// Device data (CUDA) is copied to the host shard after the device's queued
+// work completes (DDS_ERR_GPU when DDSTORE_GPU_STAGING=0).
 // A rank may contribute zero rows (`data` may then be NULL).
 //
 // Collective. Not concurrent with reads of the same store. Errors: as
@@ -333,6 +406,8 @@ enum dds_status dds_add(struct dds_store *store,
 // of `name`, starting at local row `local_row` (0-based within this rank's
 // shard). Readers see the rows once the ranks synchronise (a barrier or
 // `dds_epoch_begin`).
+//
+// `data` may be device memory, copied as for `dds_add`.
 //
 // Local. Thread-safe with reads (writing rows that are being read gives
 // either version of each byte). Errors: DDS_ERR_UNKNOWN_VARIABLE,
@@ -358,6 +433,10 @@ enum dds_status dds_profile(struct dds_store *store, const char *name, struct dd
 // (`dst_bytes` must be `count` x row bytes). The rows must lie in one rank's
 // shard; use `dds_get_batch` for rows of several ranks.
 //
+// `dst` may be host or device memory (see docs/gpu.md): rows for a device
+// destination are staged through pinned host memory, and the call returns
+// once they are in place (it waits for its own copy, not for the device).
+//
 // One-sided (not collective) and thread-safe. Method 0 needs MPI initialised
 // with MPI_THREAD_MULTIPLE for concurrent calls from several threads (the
 // store serialises its MPI calls otherwise); method 1 reads make no MPI
@@ -365,13 +444,35 @@ enum dds_status dds_profile(struct dds_store *store, const char *name, struct dd
 // DDS_ERR_INDEX_OUT_OF_RANGE (`start` outside [0, total rows)),
 // DDS_ERR_INVALID_ARGUMENT (range crossing a shard end, negative count, NULL
 // dst), DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_MPI / DDS_ERR_FABRIC /
-// DDS_ERR_TIMEOUT (transport).
+// DDS_ERR_TIMEOUT (transport), DDS_ERR_GPU (device destination refused or
+// a GPU driver call failed).
 enum dds_status dds_get(struct dds_store *store,
                         const char *name,
                         void *dst,
                         size_t dst_bytes,
                         int64_t start,
                         int64_t count);
+
+// As `dds_get`, ordered on the caller's CUDA stream `stream` (a `CUstream`
+// or `cudaStream_t`; NULL makes it exactly `dds_get`).
+//
+// Device `dst`: the host-to-device copy is queued on `stream` after the
+// work already queued there, and the call returns without waiting for it:
+// work queued on `stream` afterwards sees the rows; anything else must wait
+// for the stream (or an event recorded on it) first. `dst` must stay
+// allocated until then; the library's bounce buffers are not reused before
+// the copy completes. Host `dst`: the call first waits for the work queued
+// on `stream` (which may still use `dst`), then reads as `dds_get`.
+//
+// Errors: as `dds_get`, plus DDS_ERR_GPU for a non-NULL stream when no GPU
+// driver is usable or GPU support is off for the store.
+enum dds_status dds_get_stream(struct dds_store *store,
+                               const char *name,
+                               void *dst,
+                               size_t dst_bytes,
+                               int64_t start,
+                               int64_t count,
+                               void *stream);
 
 // Reads `n` arbitrary rows: row i of `dst` receives global row `indices[i]`.
 // Any order, any owners, repeats allowed, `n` may be 0. `dst_bytes` must be
@@ -383,9 +484,12 @@ enum dds_status dds_get(struct dds_store *store,
 // indices may differ per rank); argument and index errors on any rank fail
 // the call on every rank. Methods 1 and 2: one-sided and thread-safe.
 //
+// `dst` may be host or device memory, as for `dds_get`.
+//
 // Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INDEX_OUT_OF_RANGE,
 // DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_INVALID_ARGUMENT (NULL pointers,
-// negative `n`, ranks naming different variables), transport errors.
+// negative `n`, ranks naming different variables), transport errors,
+// DDS_ERR_GPU.
 enum dds_status dds_get_batch(struct dds_store *store,
                               const char *name,
                               void *dst,
@@ -393,12 +497,25 @@ enum dds_status dds_get_batch(struct dds_store *store,
                               const int64_t *indices,
                               int64_t n);
 
+// As `dds_get_batch`, ordered on the caller's CUDA stream (NULL makes it
+// exactly `dds_get_batch`); the stream rules are those of `dds_get_stream`.
+// Method 0 stays collective: every rank calls it (or `dds_get_batch`) for
+// the same variable; each rank may pass its own stream, or NULL.
+enum dds_status dds_get_batch_stream(struct dds_store *store,
+                                     const char *name,
+                                     void *dst,
+                                     size_t dst_bytes,
+                                     const int64_t *indices,
+                                     int64_t n,
+                                     void *stream);
+
 // Registers `bytes` bytes at `buf` as a destination for reads of `name`:
 // later reads whose destination lies inside it (the whole buffer or any
 // slice) need no memory registration. Registering the same buffer twice is
 // a no-op; a buffer partly overlapping a registered one is refused. A
-// zero-byte buffer is ignored. For method 0 the registration is recorded
-// and validated but changes nothing.
+// zero-byte buffer is ignored. For method 0, and for device buffers (whose
+// rows arrive through bounce buffers), the registration is recorded and
+// validated but changes nothing.
 //
 // Local and thread-safe. Errors: DDS_ERR_UNKNOWN_VARIABLE,
 // DDS_ERR_INVALID_ARGUMENT (NULL `buf`, overlap), DDS_ERR_FABRIC.

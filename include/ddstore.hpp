@@ -64,6 +64,8 @@ struct Options {
   std::optional<std::string> fabric_provider;
   std::optional<std::string> fabric_iface;
   std::optional<std::string> nic_map;
+  int32_t gpu = DDS_GPU_ENV;  // DDS_GPU_ENV (DDSTORE_GPU), _OFF, _AUTO or _REQUIRE
+  int32_t gpu_staging = -1;   // -1: DDSTORE_GPU_STAGING; 0 refuse device buffers; 1 stage them
 };
 
 // What Store::info returns about a variable.
@@ -76,6 +78,7 @@ struct VarInfo {
   int32_t method = 0;      // DDS_METHOD_* of the store
   int32_t n_ranks = 0;     // ranks holding shards
   std::string transport;   // e.g. "mpi-rma"
+  int32_t device_path = 0; // DDS_PATH_* : how rows reach device buffers
 };
 
 // What Store::profile returns (see dds_counters in ddstore.h).
@@ -141,6 +144,8 @@ class Store {
     if (options.fabric_provider) o.fabric_provider = options.fabric_provider->c_str();
     if (options.fabric_iface) o.fabric_iface = options.fabric_iface->c_str();
     if (options.nic_map) o.nic_map = options.nic_map->c_str();
+    o.gpu = options.gpu;
+    o.gpu_staging = options.gpu_staging;
     detail::check(dds_create_comm(comm, &o, &h_));
   }
 
@@ -253,6 +258,18 @@ class Store {
     detail::check(dds_get(h_, name.c_str(), dst, bytes, start, count));
   }
 
+  // Stream-ordered reads (a CUstream / cudaStream_t, or nullptr): see
+  // dds_get_stream and dds_get_batch_stream. `dst` may be device memory.
+  void get_stream_raw(const std::string& name, void* dst, std::size_t bytes, int64_t start, int64_t count,
+                      void* stream) {
+    detail::check(dds_get_stream(h_, name.c_str(), dst, bytes, start, count, stream));
+  }
+
+  void get_batch_stream_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx, int64_t n,
+                            void* stream) {
+    detail::check(dds_get_batch_stream(h_, name.c_str(), dst, bytes, idx, n, stream));
+  }
+
   // Reads rows idx[0..n) into dst (row i of dst receives global row idx[i]);
   // dst must hold n x elements-per-row items. Collective for method 0.
   template <class T>
@@ -349,6 +366,7 @@ class Store {
     std::size_t n = 0;
     while (n < sizeof raw.transport && raw.transport[n] != '\0') n++;
     v.transport.assign(raw.transport, n);
+    v.device_path = raw.device_path;
     return v;
   }
 

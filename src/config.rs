@@ -18,6 +18,9 @@ pub const DEFAULT_READ_TIMEOUT_S: f64 = 120.0;
 pub const DEFAULT_HANDSHAKE_TIMEOUT_S: f64 = 300.0;
 /// Default of `DDSTORE_PROGRESS_SLEEP_US`.
 pub const DEFAULT_PROGRESS_SLEEP_US: u64 = 1000;
+/// Default of `DDSTORE_GPU_STAGING_BYTES`: largest chunk staged through one
+/// pinned bounce buffer on its way to device memory.
+pub const DEFAULT_GPU_STAGING_BYTES: u64 = 8 * 1024 * 1024;
 /// Default hand-shake directory for method 2.
 pub const DEFAULT_HANDSHAKE_DIR: &str = "./ddstore_hs";
 
@@ -58,6 +61,13 @@ pub struct Config {
     /// consecutive ranks of a node as a node of its own, so one machine can
     /// test stores spread over several "nodes". 0 (default): real nodes.
     pub node_local_width: u64,
+    /// `DDSTORE_GPU`: 0 host only, auto (default), require.
+    pub gpu: crate::gpu::Mode,
+    /// `DDSTORE_GPU_STAGING`: stage device buffers through host memory
+    /// where the transport cannot reach them (default on; 0 refuses them).
+    pub gpu_staging: bool,
+    /// `DDSTORE_GPU_STAGING_BYTES`: chunk (bounce buffer) size of staged reads.
+    pub gpu_staging_bytes: u64,
 }
 
 impl Config {
@@ -114,6 +124,16 @@ impl Config {
                 None => 0,
                 v => positive_bytes("DDSTORE_NODE_LOCAL_WIDTH", v, 0)?,
             },
+            gpu: match text("DDSTORE_GPU") {
+                None => crate::gpu::Mode::Auto,
+                Some(v) => crate::gpu::Mode::parse(&v)?,
+            },
+            gpu_staging: switch("DDSTORE_GPU_STAGING", text("DDSTORE_GPU_STAGING"), true)?,
+            gpu_staging_bytes: positive_bytes(
+                "DDSTORE_GPU_STAGING_BYTES",
+                text("DDSTORE_GPU_STAGING_BYTES"),
+                DEFAULT_GPU_STAGING_BYTES,
+            )?,
         })
     }
 }
@@ -179,6 +199,12 @@ mod tests {
         assert!(!parse(&[("DDSTORE_NODE_LOCAL", "0")]).unwrap().node_local);
         assert!(parse(&[("DDSTORE_NODE_LOCAL", "1")]).unwrap().node_local);
         assert!(parse(&[("DDSTORE_NODE_LOCAL", "maybe")]).unwrap_err().msg.contains("DDSTORE_NODE_LOCAL"));
+        assert_eq!(c.gpu, crate::gpu::Mode::Auto);
+        assert!(c.gpu_staging);
+        assert_eq!(c.gpu_staging_bytes, DEFAULT_GPU_STAGING_BYTES);
+        assert_eq!(parse(&[("DDSTORE_GPU", "0")]).unwrap().gpu, crate::gpu::Mode::Off);
+        assert_eq!(parse(&[("DDSTORE_GPU", "require")]).unwrap().gpu, crate::gpu::Mode::Require);
+        assert!(!parse(&[("DDSTORE_GPU_STAGING", "0")]).unwrap().gpu_staging);
     }
 
     #[test]
@@ -210,6 +236,9 @@ mod tests {
             ("DDSTORE_PROGRESS_SLEEP_US", "0"),
             ("DDSTORE_PROGRESS_SLEEP_US", "2000000"),
             ("DDSTORE_BATCH_EXCHANGE", "p2p"),
+            ("DDSTORE_GPU", "sometimes"),
+            ("DDSTORE_GPU_STAGING", "2"),
+            ("DDSTORE_GPU_STAGING_BYTES", "0"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");

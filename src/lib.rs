@@ -13,13 +13,14 @@
 //! - [`var`], [`layout`], [`shard`]: one variable's shape, row ownership and memory;
 //! - [`backend`]: transports (method 0: MPI RMA);
 //! - [`mpi`]: small wrappers over mpi-sys; [`config`]: environment variables;
-//!   [`profile`]: counters.
+//!   [`profile`]: counters; [`gpu`]: device memory (classification, staging).
 
 pub mod backend;
 #[allow(non_camel_case_types, clippy::missing_safety_doc)]
 pub mod capi;
 pub mod config;
 pub mod error;
+pub mod gpu;
 pub mod layout;
 pub mod mpi;
 pub mod profile;

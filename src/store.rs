@@ -24,6 +24,9 @@ use crate::var::{Transport, Variable};
 #[path = "store_split.rs"]
 mod split;
 use split::Split;
+#[path = "store_gpu.rs"]
+mod gpu;
+pub use gpu::GpuSettings;
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -61,6 +64,10 @@ pub struct Options {
     pub fabric_provider: Option<String>,
     pub fabric_iface: Option<String>,
     pub nic_map: Option<String>,
+    /// `dds_options.gpu` (-1: `DDSTORE_GPU`).
+    pub gpu: i32,
+    /// `dds_options.gpu_staging` (-1: `DDSTORE_GPU_STAGING`).
+    pub gpu_staging: i32,
 }
 
 /// Shape of a variable to register.
@@ -85,6 +92,8 @@ pub struct VarInfo {
     pub node_local: bool,
     /// Ranks whose rows are copied directly (this one included).
     pub node_ranks: usize,
+    /// How rows reach device destinations.
+    pub device_path: crate::gpu::Path,
 }
 
 pub struct Store {
@@ -104,6 +113,8 @@ pub struct Store {
     node: Arc<NodeMap>,
     /// Method 2: role, hand-shake directory and state (store_split.rs).
     split: Option<Split>,
+    /// Device-memory handling (store_gpu.rs).
+    gpu: GpuSettings,
 }
 
 /// FNV-1a: a cheap fingerprint to check that ranks name the same variable.
@@ -138,6 +149,7 @@ impl Store {
                 bail!(InvalidArgument, "role {} is not 0 (core) or 1 (extra)", o.role);
             }
             let cfg = Config::from_env()?;
+            let gpu = GpuSettings::resolve(&o, &cfg)?;
             // Options override the environment.
             let fcfg = FabricConfig {
                 provider: o.fabric_provider.or_else(|| cfg.fabric.clone()),
@@ -148,9 +160,9 @@ impl Store {
                 force_local_mr: cfg.fabric_local_mr,
                 progress_sleep_us: cfg.progress_sleep_us,
             };
-            Ok((method, o.width as i64, cfg, fcfg))
+            Ok((method, o.width as i64, cfg, fcfg, gpu))
         });
-        let (method, width, cfg, fcfg) = agree(&world, local)?;
+        let (method, width, cfg, fcfg, gpu) = agree(&world, local)?;
 
         // Settings that must be identical everywhere.
         let cap = cfg.alltoall_max_bytes as i64;
@@ -189,6 +201,7 @@ impl Store {
             fabric,
             node,
             split,
+            gpu,
         })
     }
 
@@ -327,17 +340,7 @@ impl Store {
             if count == 0 {
                 return Ok(());
             }
-            v.layout.check(start).map_err(|e| err!(OutOfRange, "variable '{name}': {}", e.msg))?;
-            let (owner, local) = v.layout.owner(start);
-            let (lo, hi) = v.layout.shard(owner);
-            if local + count > hi - lo {
-                bail!(
-                    InvalidArgument,
-                    "rows [{start}, {}) of '{name}' cross the end of rank {owner}'s shard [{lo}, {hi}); \
-                     dds_get reads inside one shard, use dds_get_batch for rows of several ranks",
-                    start.saturating_add(count)
-                );
-            }
+            let (owner, local) = self.check_range(v, start, count)?;
             let mut t = Timer::start(self.cfg.profile);
             let offset = local as u64 * v.row_bytes;
             let direct = v.near.src(owner);
@@ -362,6 +365,24 @@ impl Store {
             v.counters.read_call(count as u64, if direct.is_some() { count as u64 } else { 0 });
             Ok(())
         })
+    }
+
+    /// Checks that `count` (> 0) rows from `start` lie in one shard; returns
+    /// the owner and the first row's index within its shard.
+    fn check_range(&self, v: &Variable, start: i64, count: i64) -> Result<(usize, i64)> {
+        let name = &v.name;
+        v.layout.check(start).map_err(|e| err!(OutOfRange, "variable '{name}': {}", e.msg))?;
+        let (owner, local) = v.layout.owner(start);
+        let (lo, hi) = v.layout.shard(owner);
+        if local + count > hi - lo {
+            bail!(
+                InvalidArgument,
+                "rows [{start}, {}) of '{name}' cross the end of rank {owner}'s shard [{lo}, {hi}); \
+                 dds_get reads inside one shard, use dds_get_batch for rows of several ranks",
+                start.saturating_add(count)
+            );
+        }
+        Ok((owner, local))
     }
 
     /// Reads arbitrary rows; row i of `dst` receives global row `indices[i]`.
@@ -495,8 +516,10 @@ impl Store {
                 return Ok(());
             }
             let fresh = !v.recv.lock().contains(&(start, len));
+            // Staged device buffers are never transport destinations.
+            let device = self.recv_is_device(name, start as *const u8)?;
             v.register_recv(start, len)?;
-            if let (true, Transport::Fabric(f)) = (fresh, &v.transport) {
+            if let (true, false, Transport::Fabric(f)) = (fresh, device, &v.transport) {
                 if let Err(e) = f.register_recv(start, len) {
                     let _ = v.unregister_recv(start);
                     return Err(e);
@@ -532,6 +555,7 @@ impl Store {
                 },
                 node_local: v.near.is_on(),
                 node_ranks: v.near.direct_ranks(),
+                device_path: self.gpu.path(),
             })
         })
     }

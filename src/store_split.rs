@@ -220,6 +220,7 @@ impl Store {
             force_local_mr: cfg.fabric_local_mr,
             progress_sleep_us: cfg.progress_sleep_us,
         };
+        let gpu = super::GpuSettings::resolve(&o, &cfg)?;
         let dir = dir_of(&o, &cfg);
         hs::ensure_dir(&dir)?;
         let comm = Comm::dup_self()?;
@@ -246,6 +247,7 @@ impl Store {
             fabric: None,
             node,
             split: Some(split),
+            gpu,
         })
     }
 

@@ -2,7 +2,8 @@
 
 One function, :func:`extract`, looks at every buffer that crosses into the
 library, so the rules (accepted dtypes, contiguity, GPU memory) live in one
-place and GPU support can be added here later without touching the store.
+place. Device buffers are described here; whether the library can reach
+them is decided by the store (PyDDStore._device), which asks the library.
 """
 
 import ctypes
@@ -37,21 +38,49 @@ def is_gpu(obj):
     return hasattr(obj, "__cuda_array_interface__")
 
 
-def _gpu_buffer(obj):
-    """(ptr, nbytes, itemsize, rows, row_elems, True) of a device buffer, best effort.
+_TORCH_DTYPES = ("int32", "int64", "uint8", "float32", "float64", "bool")
 
-    Nothing reads these yet (GPU buffers are refused by the store); they are
-    computed so the GPU-buffer feature only has to accept them.
-    """
+
+def _gpu_buffer(obj, what):
+    """(ptr, nbytes, itemsize, rows, row_elems, True) of a device buffer."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch
+        dtype = str(obj.dtype).replace("torch.", "")
+        if dtype not in _TORCH_DTYPES:
+            raise UnsupportedDtypeError(f"unsupported dtype: {obj.dtype}")
+        if not obj.is_contiguous():
+            raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() on the tensor)")
         shape, itemsize, ptr = tuple(obj.shape), obj.element_size(), obj.data_ptr()
     else:
         cai = obj.__cuda_array_interface__
         shape, itemsize, ptr = tuple(cai["shape"]), np.dtype(cai["typestr"]).itemsize, cai["data"][0]
-    rows = shape[0] if shape else 1
+        strides = cai.get("strides")
+        if strides is not None and tuple(strides) != _c_strides(shape, itemsize):
+            raise InvalidArgumentError(f"{what} must be C-contiguous (got strides {tuple(strides)} for shape {shape})")
+    if not shape:
+        raise InvalidArgumentError(f"{what} must have at least one dimension (its rows)")
+    rows = shape[0]
     elems = int(np.prod(shape, dtype=np.int64))
     row_elems = elems // rows if rows else int(np.prod(shape[1:], dtype=np.int64))
     return ptr, elems * itemsize, itemsize, rows, row_elems, True
+
+
+def _c_strides(shape, itemsize):
+    out, step = [], itemsize
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def stream_of(obj):
+    """The CUDA stream a read into device buffer `obj` is ordered on: torch's
+    current stream of the tensor's device; None (the library's synchronous
+    default) for other objects and for the legacy default stream."""
+    if hasattr(obj, "data_ptr") and getattr(obj, "is_cuda", False):
+        import torch
+        handle = torch.cuda.current_stream(obj.device).cuda_stream
+        return handle or None
+    return None
 
 
 def extract(obj, what="arr", writable=False, check_dtype=True):
@@ -63,7 +92,7 @@ def extract(obj, what="arr", writable=False, check_dtype=True):
     """
     if not isinstance(obj, np.ndarray):
         if is_gpu(obj):
-            return _gpu_buffer(obj)
+            return _gpu_buffer(obj, what)
         if hasattr(obj, "__array_interface__"):
             obj = np.asarray(obj)  # a view of the caller's memory, not a copy
         elif hasattr(obj, "dtype"):

@@ -14,10 +14,10 @@ from collections import namedtuple
 import numpy as np
 
 from . import _lib
-from ._buffers import address, extract
+from ._buffers import address, extract, stream_of
 from ._errors import (
     ArgumentTypeError, BadStateError, GPUBufferError, InvalidArgumentError,
-    MismatchError, UnsupportedError, error_for,
+    MismatchError, error_for,
 )
 
 # What a store remembers about a variable: they never change once registered.
@@ -43,14 +43,6 @@ def _cname(name):
     if type(name) is not str:
         raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}")
     return name.encode("utf-8")
-
-
-def _gpu_error(method, role):
-    return GPUBufferError(
-        f"GPU {role} buffer: this build of pyddstore moves host memory only; GPU buffers "
-        f"need libddstore's GPU-buffer support (with method=1 or 2), and this store has "
-        f"method={method}. Copy through host memory (e.g. tensor.cpu().numpy())."
-    )
 
 
 def _comm_self_f():
@@ -115,6 +107,12 @@ class PyDDStore:
         # Bound once: a read then costs one attribute lookup, not three.
         self._c_get = lib.dds_get
         self._c_get_batch = lib.dds_get_batch
+        self._c_get_stream = lib.dds_get_stream
+        self._c_get_batch_stream = lib.dds_get_batch_stream
+        # The library decides GPU support at creation from DDSTORE_GPU; a store
+        # with it off takes every pointer as host memory, so device buffers
+        # must be stopped here.
+        self._gpu_off = os.environ.get("DDSTORE_GPU", "").strip().lower() in ("0", "off", "no", "host")
 
         opts = _lib.DdsOptions()
         self._check(lib.dds_options_init(ctypes.byref(opts)))
@@ -175,6 +173,31 @@ class PyDDStore:
                 f"Invalid data type: buffer items are {itemsize} bytes but variable "
                 f"'{name}' holds {var.itemsize}-byte items")
 
+    def _device(self, arr, ptr, nbytes, name, role):
+        """For a buffer that presents itself as device memory: the stream to
+        order a read on (None: the library's synchronous default). Raises
+        GPUBufferError unless the library itself reports device memory, so a
+        device pointer never reaches host code."""
+        if nbytes == 0:
+            return None  # nothing is read or written
+        if self._gpu_off:
+            raise GPUBufferError(
+                f"GPU {role} buffer for '{name}': GPU support is off for this store "
+                f"(DDSTORE_GPU={os.environ.get('DDSTORE_GPU')} when it was created)")
+        kind, dev = ctypes.c_int32(-1), ctypes.c_int32(-1)
+        self._check(self._lib.dds_pointer_kind(ptr, ctypes.byref(kind), ctypes.byref(dev)))
+        if kind.value == _lib.DDS_MEM_CUDA:
+            return stream_of(arr)
+        n = ctypes.c_int32(0)
+        if self._lib.dds_gpu_available(ctypes.byref(n)) != 0:
+            why = (self._lib.dds_last_error() or b"").decode("utf-8", "replace")
+            raise GPUBufferError(
+                f"GPU {role} buffer for '{name}': libddstore cannot reach device memory here "
+                f"({why}); copy through host memory (e.g. tensor.cpu().numpy())")
+        what = "ROCm memory, which this build does not copy" if kind.value == _lib.DDS_MEM_ROCM else \
+            f"not CUDA device memory (address {ptr:#x})"
+        raise GPUBufferError(f"GPU {role} buffer for '{name}': the CUDA driver says it is {what}")
+
     # -- registration (collective) --------------------------------------------
 
     def add(self, name, arr):
@@ -184,7 +207,7 @@ class PyDDStore:
             cname = _cname(name)
             ptr, nbytes, itemsize, rows, row_elems, gpu = extract(arr, "arr")
             if gpu:
-                raise _gpu_error(self._method, "source")
+                self._device(arr, ptr, nbytes, name, "source")
         except Exception:
             self._refuse_register(h, name)
             raise
@@ -228,8 +251,7 @@ class PyDDStore:
         var = self._var(name)
         ptr, nbytes, itemsize, _, _, gpu = extract(arr, "arr")
         if gpu:
-            raise UnsupportedError(
-                "update() takes host memory only: pass tensor.cpu().numpy(), or add() the GPU tensor")
+            self._device(arr, ptr, nbytes, name, "source")
         self._itemsize_check(var, name, itemsize)
         self._check(self._lib.dds_update(h, var.cname, ptr, nbytes, _as_int(offset, "offset")))
 
@@ -243,11 +265,14 @@ class PyDDStore:
             self._handle()  # raises
         var = self._vars.get(name) or self._var(name)
         ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-        if gpu:
-            raise _gpu_error(self._method, "destination")
         if itemsize != var.itemsize:
             self._itemsize_check(var, name, itemsize)
-        rc = self._c_get(h, var.cname, ptr, nbytes, operator.index(start), rows)
+        if gpu:
+            # Ordered on torch's current stream: later work on it sees the rows.
+            rc = self._c_get_stream(h, var.cname, ptr, nbytes, operator.index(start), rows,
+                                    self._device(arr, ptr, nbytes, name, "destination"))
+        else:
+            rc = self._c_get(h, var.cname, ptr, nbytes, operator.index(start), rows)
         if rc:
             self._check(rc)
         if self._prof:
@@ -263,8 +288,7 @@ class PyDDStore:
         try:
             var = self._vars.get(name) or self._var(name)
             ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-            if gpu:
-                raise _gpu_error(self._method, "destination")
+            stream = self._device(arr, ptr, nbytes, name, "destination") if gpu else None
             if itemsize != var.itemsize:
                 self._itemsize_check(var, name, itemsize)
             idx = np.ascontiguousarray(indices, dtype=np.int64)
@@ -277,7 +301,10 @@ class PyDDStore:
             if self._collective():
                 self._refuse_batch(h, name)
             raise
-        rc = self._c_get_batch(h, var.cname, ptr, nbytes, address(idx), n)
+        if gpu:
+            rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, address(idx), n, stream)
+        else:
+            rc = self._c_get_batch(h, var.cname, ptr, nbytes, address(idx), n)
         if rc:
             self._check(rc)
         if self._prof:
@@ -290,7 +317,7 @@ class PyDDStore:
         var = self._var(name)
         ptr, nbytes, _, _, _, gpu = extract(arr, "arr", writable=True, check_dtype=False)
         if gpu:
-            raise _gpu_error(self._method, "destination")
+            self._device(arr, ptr, nbytes, name, "destination")
         if nbytes == 0:
             return
         self._check(self._lib.dds_register_recv(h, var.cname, ptr, nbytes))
@@ -313,6 +340,15 @@ class PyDDStore:
         """(total_rows, disp, itemsize) of `name`."""
         var = self._var(name)
         return var.total_rows, var.disp, var.itemsize
+
+    def device_path(self, name):
+        """How rows of `name` reach device buffers: "host-only" (no GPU driver,
+        or GPU support off), "staged", "gpudirect" or "refused" (see docs/gpu.md)."""
+        var = self._var(name)
+        info = _lib.DdsVarInfo()
+        info.struct_size = ctypes.sizeof(info)
+        self._check(self._lib.dds_info(self._handle(), var.cname, ctypes.byref(info)))
+        return {0: "host-only", 1: "staged", 2: "gpudirect", 3: "refused"}.get(info.device_path, "unknown")
 
     def get_profile(self, name):
         """DDStore 3.0's profile dict: C counters of `name` plus this store's Python timings."""

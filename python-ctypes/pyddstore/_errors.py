@@ -105,7 +105,7 @@ class ArgumentTypeError(DDStoreError, TypeError):
 
 
 class GPUBufferError(DDStoreError, RuntimeError):
-    """A GPU buffer where this build only handles host memory."""
+    """A buffer that presents itself as device memory but that the library cannot reach."""
 
 
 class LibraryNotFoundError(DDStoreError, OSError):

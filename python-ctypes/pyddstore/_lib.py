@@ -22,6 +22,17 @@ DDS_METHOD_FABRIC = 1
 DDS_METHOD_SPLIT = 2
 DDS_ROLE_CORE = 0
 DDS_ROLE_EXTRA = 1
+DDS_GPU_ENV = -1
+DDS_GPU_OFF = 0
+DDS_GPU_AUTO = 1
+DDS_GPU_REQUIRE = 2
+DDS_MEM_HOST = 0
+DDS_MEM_CUDA = 1
+DDS_MEM_ROCM = 2
+DDS_PATH_HOST_ONLY = 0
+DDS_PATH_STAGED = 1
+DDS_PATH_GPUDIRECT = 2
+DDS_PATH_REFUSED = 3
 
 # -- structs (field order and types as in ddstore.h) ------------------------
 
@@ -37,6 +48,8 @@ class DdsOptions(ctypes.Structure):
         ("fabric_provider", ctypes.c_char_p),
         ("fabric_iface", ctypes.c_char_p),
         ("nic_map", ctypes.c_char_p),
+        ("gpu", ctypes.c_int32),
+        ("gpu_staging", ctypes.c_int32),
     ]
 
 
@@ -53,6 +66,7 @@ class DdsVarInfo(ctypes.Structure):
         ("transport", ctypes.c_char * 64),
         ("node_local", ctypes.c_int32),
         ("node_ranks", ctypes.c_int32),
+        ("device_path", ctypes.c_int32),
     ]
 
 
@@ -112,6 +126,10 @@ FUNCTIONS = {
     "dds_get_batch": (_status, (_store, _str, _ptr, _size, _ptr, _i64)),
     "dds_register_recv": (_status, (_store, _str, _ptr, _size)),
     "dds_unregister_recv": (_status, (_store, _str, _ptr)),
+    "dds_get_stream": (_status, (_store, _str, _ptr, _size, _i64, _i64, _ptr)),
+    "dds_get_batch_stream": (_status, (_store, _str, _ptr, _size, _ptr, _i64, _ptr)),
+    "dds_pointer_kind": (_status, (_ptr, ctypes.POINTER(_i32), ctypes.POINTER(_i32))),
+    "dds_gpu_available": (_status, (ctypes.POINTER(_i32),)),
 }
 
 # -- finding the library ----------------------------------------------------

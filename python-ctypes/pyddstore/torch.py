@@ -629,7 +629,7 @@ class DistDataset(_StoredDataset):
             if h is not None:
                 store.add(f.var, h)
             else:
-                # Device storage: the store references this tensor (GPU source).
+                # A device source: the library copies it into the host shard.
                 store.add(f.var, torch.stack(t).to(self.add_device).contiguous())
 
     def _load_chunked(self, source, first, chunk):

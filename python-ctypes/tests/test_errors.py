@@ -13,6 +13,7 @@ import pytest
 
 import pyddstore as dds
 from pyddstore import _errors, _lib
+from pyddstore._buffers import address
 from helpers import METHODS, UNAVAILABLE, agree, handshake_dir, make_store
 
 # status -> the builtin DDStore 3.0 raises there (see docs/python.md)
@@ -178,16 +179,57 @@ class FakeGPU:
                                          "version": 3}
 
 
-def test_gpu_buffers_refused(store):
+def _driver():
+    """(True, n) with a usable GPU driver, else (False, the library's reason)."""
+    n = ctypes.c_int32(0)
+    lib = _lib.load()
+    if lib.dds_gpu_available(ctypes.byref(n)) == 0:
+        return True, n.value
+    return False, lib.dds_last_error().decode()
+
+
+def test_fake_gpu_buffers_refused(store):
+    """An object claiming device memory at an address the library does not
+    know as device memory is refused before the address reaches the library's
+    host paths: without a driver, the message says why."""
+    have, why = _driver()
+    want = "not CUDA device memory" if have else "cannot reach device memory"
     for call in (lambda: store.get("x", FakeGPU(), 0),
                  lambda: store.get_batch("x", FakeGPU(), [0]),
                  lambda: store.register_recv("x", FakeGPU()),
-                 lambda: store.add("g", FakeGPU((4, 3)))):
-        with pytest.raises(RuntimeError, match="method") as info:
+                 lambda: store.add("g", FakeGPU((4, 3))),
+                 lambda: store.update("x", FakeGPU(), 0)):
+        with pytest.raises(RuntimeError, match=want) as info:
             call()
         assert isinstance(info.value, dds.GPUBufferError)
-    with pytest.raises(NotImplementedError, match="host memory"):
-        store.update("x", FakeGPU(), 0)
+        if not have:
+            assert "libcuda" in str(info.value) or "CUDA" in str(info.value), str(info.value)
+    # The store is still usable, and the collective add failed on every rank.
+    with pytest.raises(dds.UnknownVariableError):
+        store.info("g")
+    target = np.zeros((1, 3), np.float32)
+    store.get("x", target, 0)
+    assert store.device_path("x") == ("staged" if have else "host-only")
+
+
+def test_fake_gpu_refused_with_gpu_off(comm, monkeypatch):
+    monkeypatch.setenv("DDSTORE_GPU", "0")
+    s = dds.PyDDStore(comm)
+    try:
+        s.add("x", np.ones((2, 3), np.float32))
+        with pytest.raises(dds.GPUBufferError, match="GPU support is off"):
+            s.get("x", FakeGPU(), 0)
+        assert s.device_path("x") == "host-only"
+    finally:
+        s.free()
+
+
+def test_library_classifies_host_memory():
+    lib = _lib.load()
+    kind, dev = ctypes.c_int32(-7), ctypes.c_int32(-7)
+    for arr in (np.zeros(16), np.zeros((1000, 1000), np.uint8)):
+        assert lib.dds_pointer_kind(address(arr), ctypes.byref(kind), ctypes.byref(dev)) == 0
+        assert (kind.value, dev.value) == (_lib.DDS_MEM_HOST, -1)
 
 
 def test_cpu_tensor_like_is_unsupported_dtype(store):

@@ -2,7 +2,9 @@
 
 use std::os::raw::c_char;
 
-use super::types::{dds_options, dds_status, DDS_METHOD_MPI, DDS_ROLE_CORE};
+use std::os::raw::c_void;
+
+use super::types::{dds_options, dds_status, DDS_GPU_ENV, DDS_METHOD_MPI, DDS_ROLE_CORE};
 use super::{guard, last_error_ptr};
 use crate::error::bail;
 
@@ -47,8 +49,8 @@ pub extern "C" fn dds_last_error() -> *const c_char {
 }
 
 /// Fills `options` with the defaults: method 0, role core, width 0 (all
-/// ranks), n_core 0, every string NULL (read from the environment), and sets
-/// `struct_size`. Local; needs no MPI.
+/// ranks), n_core 0, every string NULL (read from the environment), gpu and
+/// gpu_staging -1 (from the environment), and sets `struct_size`. Local; needs no MPI.
 ///
 /// Errors: DDS_ERR_INVALID_ARGUMENT if `options` is NULL.
 #[no_mangle]
@@ -67,7 +69,47 @@ pub unsafe extern "C" fn dds_options_init(options: *mut dds_options) -> dds_stat
             fabric_provider: std::ptr::null(),
             fabric_iface: std::ptr::null(),
             nic_map: std::ptr::null(),
+            gpu: DDS_GPU_ENV,
+            gpu_staging: -1,
         });
         Ok(())
+    })
+}
+
+/// Classifies `ptr` the way the store classifies buffers: writes
+/// `DDS_MEM_HOST`, `DDS_MEM_CUDA` or `DDS_MEM_ROCM` to `*kind` and the device
+/// ordinal (-1 for host memory) to `*device` (may be NULL). Without a GPU
+/// driver every pointer, NULL included, is host memory. Only the address is
+/// looked at, never the memory. Thread-safe; needs no MPI and no store.
+///
+/// Errors: DDS_ERR_INVALID_ARGUMENT (NULL `kind`), DDS_ERR_GPU (the driver
+/// failed to answer).
+#[no_mangle]
+pub unsafe extern "C" fn dds_pointer_kind(ptr: *const c_void, kind: *mut i32, device: *mut i32) -> dds_status {
+    guard("dds_pointer_kind", || {
+        if kind.is_null() {
+            bail!(InvalidArgument, "kind is NULL");
+        }
+        let k = crate::gpu::classify(ptr as *const u8)?;
+        *kind = k.code();
+        if !device.is_null() {
+            *device = k.device();
+        }
+        Ok(())
+    })
+}
+
+/// Whether a GPU driver is usable by this process: DDS_OK with the number of
+/// devices in `*n_devices` (may be NULL), else DDS_ERR_GPU with
+/// `dds_last_error()` saying why (no libcuda.so, no device, built without
+/// CUDA...). The driver is probed once per process. Thread-safe; needs no MPI.
+#[no_mangle]
+pub unsafe extern "C" fn dds_gpu_available(n_devices: *mut i32) -> dds_status {
+    guard("dds_gpu_available", || {
+        let r = crate::gpu::driver_status();
+        if !n_devices.is_null() {
+            *n_devices = *r.as_ref().unwrap_or(&0);
+        }
+        r.map(|_| ()).map_err(|why| crate::error::err!(Gpu, "{why}"))
     })
 }

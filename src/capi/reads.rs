@@ -5,10 +5,15 @@ use std::os::raw::{c_char, c_void};
 use super::types::{dds_status, dds_store};
 use super::{guard, name_arg, out_ptr, store_of};
 use crate::error::{bail, Result};
+use crate::gpu::Stream;
 
 /// Reads `count` consecutive rows starting at global row `start` into `dst`
 /// (`dst_bytes` must be `count` x row bytes). The rows must lie in one rank's
 /// shard; use `dds_get_batch` for rows of several ranks.
+///
+/// `dst` may be host or device memory (see docs/gpu.md): rows for a device
+/// destination are staged through pinned host memory, and the call returns
+/// once they are in place (it waits for its own copy, not for the device).
 ///
 /// One-sided (not collective) and thread-safe. Method 0 needs MPI initialised
 /// with MPI_THREAD_MULTIPLE for concurrent calls from several threads (the
@@ -17,7 +22,8 @@ use crate::error::{bail, Result};
 /// DDS_ERR_INDEX_OUT_OF_RANGE (`start` outside [0, total rows)),
 /// DDS_ERR_INVALID_ARGUMENT (range crossing a shard end, negative count, NULL
 /// dst), DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_MPI / DDS_ERR_FABRIC /
-/// DDS_ERR_TIMEOUT (transport).
+/// DDS_ERR_TIMEOUT (transport), DDS_ERR_GPU (device destination refused or
+/// a GPU driver call failed).
 #[no_mangle]
 pub unsafe extern "C" fn dds_get(
     store: *mut dds_store,
@@ -27,11 +33,48 @@ pub unsafe extern "C" fn dds_get(
     start: i64,
     count: i64,
 ) -> dds_status {
-    guard("dds_get", || {
-        let s = store_of(store)?;
-        let name = name_arg(name)?;
-        s.get(name, out_ptr("dst", dst, dst_bytes)?, dst_bytes, start, count)
-    })
+    guard("dds_get", || get_body(store, name, dst, dst_bytes, start, count, std::ptr::null_mut()))
+}
+
+/// As `dds_get`, ordered on the caller's CUDA stream `stream` (a `CUstream`
+/// or `cudaStream_t`; NULL makes it exactly `dds_get`).
+///
+/// Device `dst`: the host-to-device copy is queued on `stream` after the
+/// work already queued there, and the call returns without waiting for it:
+/// work queued on `stream` afterwards sees the rows; anything else must wait
+/// for the stream (or an event recorded on it) first. `dst` must stay
+/// allocated until then; the library's bounce buffers are not reused before
+/// the copy completes. Host `dst`: the call first waits for the work queued
+/// on `stream` (which may still use `dst`), then reads as `dds_get`.
+///
+/// Errors: as `dds_get`, plus DDS_ERR_GPU for a non-NULL stream when no GPU
+/// driver is usable or GPU support is off for the store.
+#[no_mangle]
+pub unsafe extern "C" fn dds_get_stream(
+    store: *mut dds_store,
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    start: i64,
+    count: i64,
+    stream: *mut c_void,
+) -> dds_status {
+    guard("dds_get_stream", || get_body(store, name, dst, dst_bytes, start, count, stream))
+}
+
+unsafe fn get_body(
+    store: *mut dds_store,
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    start: i64,
+    count: i64,
+    stream: *mut c_void,
+) -> Result<()> {
+    let s = store_of(store)?;
+    let name = name_arg(name)?;
+    let stream = (!stream.is_null()).then(|| Stream(stream as usize));
+    s.get_to(name, out_ptr("dst", dst, dst_bytes)?, dst_bytes, start, count, stream)
 }
 
 /// Reads `n` arbitrary rows: row i of `dst` receives global row `indices[i]`.
@@ -44,9 +87,12 @@ pub unsafe extern "C" fn dds_get(
 /// indices may differ per rank); argument and index errors on any rank fail
 /// the call on every rank. Methods 1 and 2: one-sided and thread-safe.
 ///
+/// `dst` may be host or device memory, as for `dds_get`.
+///
 /// Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INDEX_OUT_OF_RANGE,
 /// DDS_ERR_MISMATCH (`dst_bytes`), DDS_ERR_INVALID_ARGUMENT (NULL pointers,
-/// negative `n`, ranks naming different variables), transport errors.
+/// negative `n`, ranks naming different variables), transport errors,
+/// DDS_ERR_GPU.
 #[no_mangle]
 pub unsafe extern "C" fn dds_get_batch(
     store: *mut dds_store,
@@ -56,35 +102,64 @@ pub unsafe extern "C" fn dds_get_batch(
     indices: *const i64,
     n: i64,
 ) -> dds_status {
-    guard("dds_get_batch", || {
-        let s = store_of(store)?;
-        // Argument errors are folded into the collective's agreement step.
-        let name_res = name_arg(name);
-        let checked: Result<(&[i64], *mut u8)> = (|| {
-            name_res.as_ref().map_err(|e| e.clone())?;
-            if n < 0 {
-                bail!(InvalidArgument, "n {n} is negative");
-            }
-            if n > 0 && indices.is_null() {
-                bail!(InvalidArgument, "indices is NULL but n is {n}");
-            }
-            let idx = if n == 0 { &[][..] } else { std::slice::from_raw_parts(indices, n as usize) };
-            Ok((idx, out_ptr("dst", dst, dst_bytes)?))
-        })();
-        let name = name_res.unwrap_or("");
-        match checked {
-            Ok((idx, d)) => s.get_batch(name, d, dst_bytes, Ok(idx)),
-            Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+    guard("dds_get_batch", || batch_body(store, name, dst, dst_bytes, indices, n, std::ptr::null_mut()))
+}
+
+/// As `dds_get_batch`, ordered on the caller's CUDA stream (NULL makes it
+/// exactly `dds_get_batch`); the stream rules are those of `dds_get_stream`.
+/// Method 0 stays collective: every rank calls it (or `dds_get_batch`) for
+/// the same variable; each rank may pass its own stream, or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn dds_get_batch_stream(
+    store: *mut dds_store,
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    indices: *const i64,
+    n: i64,
+    stream: *mut c_void,
+) -> dds_status {
+    guard("dds_get_batch_stream", || batch_body(store, name, dst, dst_bytes, indices, n, stream))
+}
+
+unsafe fn batch_body(
+    store: *mut dds_store,
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    indices: *const i64,
+    n: i64,
+    stream: *mut c_void,
+) -> Result<()> {
+    let s = store_of(store)?;
+    // Argument errors are folded into the collective's agreement step.
+    let name_res = name_arg(name);
+    let checked: Result<(&[i64], *mut u8)> = (|| {
+        name_res.as_ref().map_err(|e| e.clone())?;
+        if n < 0 {
+            bail!(InvalidArgument, "n {n} is negative");
         }
-    })
+        if n > 0 && indices.is_null() {
+            bail!(InvalidArgument, "indices is NULL but n is {n}");
+        }
+        let idx = if n == 0 { &[][..] } else { std::slice::from_raw_parts(indices, n as usize) };
+        Ok((idx, out_ptr("dst", dst, dst_bytes)?))
+    })();
+    let name = name_res.unwrap_or("");
+    let stream = (!stream.is_null()).then(|| Stream(stream as usize));
+    match checked {
+        Ok((idx, d)) => s.get_batch_to(name, d, dst_bytes, Ok(idx), stream),
+        Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+    }
 }
 
 /// Registers `bytes` bytes at `buf` as a destination for reads of `name`:
 /// later reads whose destination lies inside it (the whole buffer or any
 /// slice) need no memory registration. Registering the same buffer twice is
 /// a no-op; a buffer partly overlapping a registered one is refused. A
-/// zero-byte buffer is ignored. For method 0 the registration is recorded
-/// and validated but changes nothing.
+/// zero-byte buffer is ignored. For method 0, and for device buffers (whose
+/// rows arrive through bounce buffers), the registration is recorded and
+/// validated but changes nothing.
 ///
 /// Local and thread-safe. Errors: DDS_ERR_UNKNOWN_VARIABLE,
 /// DDS_ERR_INVALID_ARGUMENT (NULL `buf`, overlap), DDS_ERR_FABRIC.

@@ -8,7 +8,9 @@ use crate::error::{bail, Result};
 use crate::store::{Options, Store};
 
 /// Size of the first version of `dds_options` (everything up to `nic_map`).
-const OPTIONS_V1: usize = std::mem::size_of::<dds_options>();
+const OPTIONS_V1: usize = std::mem::offset_of!(dds_options, gpu);
+/// Size with the GPU fields (0.2).
+const OPTIONS_V2: usize = std::mem::size_of::<dds_options>();
 
 unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
     if p.is_null() {
@@ -31,6 +33,9 @@ unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
         fabric_provider: opt_string("fabric_provider", o.fabric_provider)?,
         fabric_iface: opt_string("fabric_iface", o.fabric_iface)?,
         nic_map: opt_string("nic_map", o.nic_map)?,
+        // Older callers' structs end before the GPU fields.
+        gpu: if o.struct_size as usize >= OPTIONS_V2 { o.gpu } else { -1 },
+        gpu_staging: if o.struct_size as usize >= OPTIONS_V2 { o.gpu_staging } else { -1 },
     })
 }
 
@@ -60,8 +65,13 @@ unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
 /// DDSTORE_FABRIC, `fabric_iface` / FABRIC_IFACE and `nic_map` /
 /// DDSTORE_NIC_MAP (see docs/fabric.md) and starts a progress thread.
 ///
+/// Device memory (`gpu`, `gpu_staging` / DDSTORE_GPU, DDSTORE_GPU_STAGING):
+/// see docs/gpu.md. With `DDS_GPU_REQUIRE` and no usable GPU driver every
+/// rank fails with DDS_ERR_GPU.
+///
 /// Errors: DDS_ERR_INVALID_ARGUMENT (NULL `out`, MPI_COMM_NULL, bad option
 /// value, option or DDSTORE_ALLTOALL_MAX_BYTES differing across ranks),
+/// DDS_ERR_GPU (GPU support required but no driver is usable),
 /// DDS_ERR_UNSUPPORTED (a method this build cannot serve), DDS_ERR_BAD_STATE
 /// (MPI not initialised or already finalised), DDS_ERR_FABRIC (method 1: no
 /// usable provider, or the named provider or interface does not exist; on

@@ -88,7 +88,47 @@ pub struct dds_options {
     pub fabric_iface: *const c_char,
     /// Methods 1 and 2: CPU-to-NIC map `nic=cpus;nic=cpus`; NULL means `DDSTORE_NIC_MAP`.
     pub nic_map: *const c_char,
+    /// Device memory: `DDS_GPU_ENV` (default: `DDSTORE_GPU` decides),
+    /// `DDS_GPU_OFF` (every buffer is host memory), `DDS_GPU_AUTO` (device
+    /// buffers are recognised when a GPU driver is present) or
+    /// `DDS_GPU_REQUIRE` (as auto; `dds_create` fails with DDS_ERR_GPU when no
+    /// driver is usable). (Added in 0.2 with `gpu_staging`; callers built
+    /// against older headers pass a smaller `struct_size` and get the default.)
+    pub gpu: i32,
+    /// -1 (default: `DDSTORE_GPU_STAGING` decides), 1 to stage device
+    /// buffers through pinned host memory, 0 to refuse them with DDS_ERR_GPU.
+    pub gpu_staging: i32,
 }
+
+/// `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
+pub const DDS_GPU_ENV: i32 = -1;
+/// `dds_options.gpu`: host memory only; pointers are not classified.
+pub const DDS_GPU_OFF: i32 = 0;
+/// `dds_options.gpu`: recognise device memory when a GPU driver is present.
+pub const DDS_GPU_AUTO: i32 = 1;
+/// `dds_options.gpu`: as `DDS_GPU_AUTO`, and fail at `dds_create` without a driver.
+pub const DDS_GPU_REQUIRE: i32 = 2;
+
+/// `dds_pointer_kind`: memory the CPU can address (heap, stack, mmap, shared,
+/// pinned or managed memory).
+pub const DDS_MEM_HOST: i32 = 0;
+/// `dds_pointer_kind`: CUDA device memory.
+pub const DDS_MEM_CUDA: i32 = 1;
+/// `dds_pointer_kind`: ROCm (HIP) device memory.
+pub const DDS_MEM_ROCM: i32 = 2;
+
+/// `dds_var_info.device_path`: device buffers are not recognised (GPU
+/// support off, or no GPU driver); every pointer is taken as host memory.
+pub const DDS_PATH_HOST_ONLY: i32 = 0;
+/// `dds_var_info.device_path`: rows reach device buffers through pinned
+/// host bounce buffers and an asynchronous host-to-device copy.
+pub const DDS_PATH_STAGED: i32 = 1;
+/// `dds_var_info.device_path`: rows are read straight into device memory
+/// (libfabric FI_HMEM). Reserved: this version never reports it.
+pub const DDS_PATH_GPUDIRECT: i32 = 2;
+/// `dds_var_info.device_path`: device buffers are refused with DDS_ERR_GPU
+/// (`DDSTORE_GPU_STAGING=0` and no GPUDirect).
+pub const DDS_PATH_REFUSED: i32 = 3;
 
 /// Description of one variable, filled by `dds_info`.
 #[repr(C)]
@@ -121,6 +161,8 @@ pub struct dds_var_info {
     /// Ranks whose rows this rank copies directly, itself included (the
     /// store's ranks on this node when `node_local` is 1, else 1).
     pub node_ranks: i32,
+    /// How rows reach device destinations: `DDS_PATH_*`. (Added in 0.2.)
+    pub device_path: i32,
 }
 
 /// Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and

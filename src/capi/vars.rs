@@ -42,6 +42,8 @@ pub unsafe extern "C" fn dds_init(
 /// Registers variable `name` from `data`: `local_rows` rows of `row_elems`
 /// elements of `item_size` bytes, `data_bytes` = their product. Host data is
 /// copied, so the caller may reuse or free `data` as soon as the call returns.
+/// Device data (CUDA) is copied to the host shard after the device's queued
+/// work completes (DDS_ERR_GPU when DDSTORE_GPU_STAGING=0).
 /// A rank may contribute zero rows (`data` may then be NULL).
 ///
 /// Collective. Not concurrent with reads of the same store. Errors: as
@@ -72,8 +74,11 @@ pub unsafe extern "C" fn dds_add(
             }
             Ok((n, in_bytes("data", data, data_bytes)?))
         })();
-        match checked {
-            Ok((n, bytes)) => s.register(n, Ok(shape), Some(bytes)),
+        // Device data is copied to the host first; errors join the collective.
+        let staged = checked.and_then(|(n, bytes)| Ok((n, bytes, s.source_to_host(n, data as *const u8, data_bytes)?)));
+        match staged {
+            Ok((n, _, Some(host))) => s.register(n, Ok(shape), Some(&host)),
+            Ok((n, bytes, None)) => s.register(n, Ok(shape), Some(bytes)),
             Err(e) => s.register("", Err(e), None),
         }
     })
@@ -83,6 +88,8 @@ pub unsafe extern "C" fn dds_add(
 /// of `name`, starting at local row `local_row` (0-based within this rank's
 /// shard). Readers see the rows once the ranks synchronise (a barrier or
 /// `dds_epoch_begin`).
+///
+/// `data` may be device memory, copied as for `dds_add`.
 ///
 /// Local. Thread-safe with reads (writing rows that are being read gives
 /// either version of each byte). Errors: DDS_ERR_UNKNOWN_VARIABLE,
@@ -98,7 +105,12 @@ pub unsafe extern "C" fn dds_update(
 ) -> dds_status {
     guard("dds_update", || {
         let s = store_of(store)?;
-        s.update(name_arg(name)?, in_bytes("data", data, data_bytes)?, local_row)
+        let name = name_arg(name)?;
+        let bytes = in_bytes("data", data, data_bytes)?;
+        match s.source_to_host(name, data as *const u8, data_bytes)? {
+            Some(host) => s.update(name, &host, local_row),
+            None => s.update(name, bytes, local_row),
+        }
     })
 }
 
@@ -128,6 +140,7 @@ pub unsafe extern "C" fn dds_info(store: *mut dds_store, name: *const c_char, ou
             transport: [0; 64],
             node_local: i.node_local as i32,
             node_ranks: i.node_ranks as i32,
+            device_path: i.device_path as i32,
         };
         for (d, b) in value.transport.iter_mut().zip(i.transport.bytes().take(63)) {
             *d = b as c_char;

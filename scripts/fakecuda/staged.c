@@ -1,0 +1,100 @@
+/* Staged GPU paths against the stand-in driver (scripts/fake-cuda-check.sh). */
+#include <dlfcn.h>
+#include "common.h"
+void *fake_dev_alloc(size_t n);
+void fake_dev_write(void *dst, const void *src, size_t n);
+void fake_dev_read(void *dst, const void *src, size_t n);
+extern long fake_copies;
+enum { E = 3, I = 8, TAG = 5 };
+int main(int argc, char **argv) {
+  t_init(&argc, &argv);
+  int32_t n = 0;
+  CHECK(dds_gpu_available(&n));
+  dds_store *s = t_store(0, 0);
+  long long rows = 10 + t_rank, first = 0;
+  for (int r = 0; r < t_rank; r++) first += 10 + r;
+  long long total = 0;
+  for (int r = 0; r < t_size; r++) total += 10 + r;
+  size_t rb = E * I, bytes = rows * rb;
+  double *h = malloc(bytes);
+  t_fill(h, rows, E, I, TAG, first);
+  void *dsrc = fake_dev_alloc(bytes);
+  fake_dev_write(dsrc, h, bytes);
+  int32_t kind = -1, dev = -2;
+  CHECK(dds_pointer_kind(dsrc, &kind, &dev));
+  EXPECT(kind == DDS_MEM_CUDA && dev == 0);
+  CHECK(dds_add(s, "v", dsrc, bytes, rows, E, I)); /* device source */
+  CHECK(dds_update(s, "v", dsrc, rb, 0));
+  MPI_Barrier(MPI_COMM_WORLD);
+  dds_var_info info = {.struct_size = sizeof info};
+  CHECK(dds_info(s, "v", &info));
+  EXPECT(info.device_path == DDS_PATH_STAGED);
+  /* single gets into device memory, all rows of every rank */
+  void *d = fake_dev_alloc(total * rb);
+  char *back = malloc(total * rb);
+  long long g0 = 0;
+  for (int r = 0; r < t_size; r++) {
+    CHECK(dds_get(s, "v", (char *)d + g0 * rb, (10 + r) * rb, g0, 10 + r));
+    g0 += 10 + r;
+  }
+  fake_dev_read(back, d, total * rb);
+  EXPECT(t_rows_ok(back, total, E, I, TAG, NULL, 0));
+  /* batch, reversed + repeats, with and without a stream */
+  int64_t *idx = malloc(sizeof(int64_t) * 2 * total);
+  for (long long i = 0; i < 2 * total; i++) idx[i] = (total - 1 - i % total + t_rank) % total;
+  void *db = fake_dev_alloc(2 * total * rb);
+  char *bb = malloc(2 * total * rb);
+  CHECK(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total));
+  fake_dev_read(bb, db, 2 * total * rb);
+  EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
+  CHECK(dds_get_batch_stream(s, "v", db, 2 * total * rb, idx, 2 * total, (void *)0x77));
+  fake_dev_read(bb, db, 2 * total * rb);
+  EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
+  /* empty batch on a device pointer; mixed: rank 0 host, others device */
+  CHECK(dds_get_batch(s, "v", db, 0, idx, 0));
+  char *hb = malloc(2 * total * rb);
+  CHECK(dds_get_batch(s, "v", t_rank ? db : (void *)hb, 2 * total * rb, idx, 2 * total));
+  if (t_rank) fake_dev_read(hb, db, 2 * total * rb);
+  EXPECT(t_rows_ok(hb, 2 * total, E, I, TAG, idx, 0));
+  /* errors: out of range index and bad size, collective for method 0 */
+  idx[1] = total;
+  EXPECT_ERR(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total), DDS_ERR_INDEX_OUT_OF_RANGE, "global row");
+  idx[1] = 0;
+  EXPECT_ERR(dds_get_batch(s, "v", db, 7, idx, 2 * total), DDS_ERR_MISMATCH, "destination");
+  EXPECT_ERR(dds_get(s, "v", d, 2 * rb, 9, 2), t_rank == 0 && 0 ? DDS_OK : DDS_ERR_INVALID_ARGUMENT, "cross");
+  /* registered device destination */
+  CHECK(dds_register_recv(s, "v", d, total * rb));
+  CHECK(dds_get(s, "v", d, rb, total - 1, 1));
+  fake_dev_read(back, d, rb);
+  EXPECT(t_rows_ok(back, 1, E, I, TAG, NULL, total - 1));
+  CHECK(dds_unregister_recv(s, "v", d));
+  CHECK(dds_destroy(s));
+  /* tiny chunks */
+  setenv("DDSTORE_GPU_STAGING_BYTES", "50", 1);
+  s = t_store(0, 0);
+  CHECK(dds_add(s, "v", h, bytes, rows, E, I));
+  MPI_Barrier(MPI_COMM_WORLD);
+  long before = fake_copies;
+  CHECK(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total));
+  fake_dev_read(bb, db, 2 * total * rb);
+  EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
+  if (t_rank == 0) printf("copies for a %lld-row batch with 50-byte chunks: %ld (method %d)\n", 2 * total, fake_copies - before - 1, t_method());
+  CHECK(dds_get(s, "v", d, 5 * rb, first, 5));
+  fake_dev_read(back, d, 5 * rb);
+  EXPECT(t_rows_ok(back, 5, E, I, TAG, NULL, first));
+  CHECK(dds_destroy(s));
+  unsetenv("DDSTORE_GPU_STAGING_BYTES");
+  /* staging refused */
+  setenv("DDSTORE_GPU_STAGING", "0", 1);
+  s = t_store(0, 0);
+  EXPECT_ERR(dds_add(s, "v", dsrc, bytes, rows, E, I), DDS_ERR_GPU, "DDSTORE_GPU_STAGING=0");
+  CHECK(dds_add(s, "v", h, bytes, rows, E, I));
+  CHECK(dds_info(s, "v", &info));
+  EXPECT(info.device_path == DDS_PATH_REFUSED);
+  EXPECT_ERR(dds_get(s, "v", d, rb, 0, 1), DDS_ERR_GPU, t_method() ? "FI_HMEM" : "method=1 or 2");
+  EXPECT_ERR(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total), DDS_ERR_GPU, "GPU destination");
+  CHECK(dds_get(s, "v", h, rb, 0, 1));
+  CHECK(dds_destroy(s));
+  unsetenv("DDSTORE_GPU_STAGING");
+  return t_finish("staged");
+}

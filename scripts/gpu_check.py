@@ -1,0 +1,420 @@
+"""Device checks of libddstore's GPU paths, run by scripts/gpu-check.sh under
+mpiexec on a machine with an NVIDIA GPU and PyTorch (see docs/gpu.md).
+
+No mpi4py: MPI is started through ctypes on the libmpich that libddstore
+links, and the store gets MPI_COMM_WORLD's Fortran handle. Each check writes
+one JSON line per rank to $OUT/checks-<tag>.jsonl; rank 0 prints a closing
+"N passed, N failed" line. Usage: python gpu_check.py TAG
+"""
+
+import ctypes
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python-ctypes"))
+import pyddstore as dds  # noqa: E402
+from pyddstore import _lib  # noqa: E402
+
+TAG = sys.argv[1] if len(sys.argv) > 1 else "run"
+OUT = os.environ.get("OUT", ".")
+METHOD = int(os.environ.get("DDS_TEST_METHOD", "0"))
+
+# -- MPI through ctypes (MPICH handles) ----------------------------------------
+_mpi = ctypes.CDLL("libmpich.so.12", mode=ctypes.RTLD_GLOBAL)
+WORLD, MPI_INT, MPI_MIN, MPI_SUM = 0x44000000, 0x4c000405, 0x58000002, 0x58000003
+_provided = ctypes.c_int(0)
+_mpi.MPI_Init_thread(None, None, 3, ctypes.byref(_provided))
+_r, _n = ctypes.c_int(), ctypes.c_int()
+_mpi.MPI_Comm_rank(WORLD, ctypes.byref(_r))
+_mpi.MPI_Comm_size(WORLD, ctypes.byref(_n))
+RANK, SIZE = _r.value, _n.value
+
+
+class World:
+    size, rank = SIZE, RANK
+
+    def py2f(self):
+        return WORLD  # MPICH: the Fortran handle is the C handle
+
+
+def barrier():
+    _mpi.MPI_Barrier(WORLD)
+
+
+def allreduce(v, op):
+    a, b = ctypes.c_int(int(v)), ctypes.c_int(0)
+    _mpi.MPI_Allreduce(ctypes.byref(a), ctypes.byref(b), 1, MPI_INT, op, WORLD)
+    return b.value
+
+
+torch.cuda.set_device(RANK % torch.cuda.device_count())
+DEV = torch.device("cuda", torch.cuda.current_device())
+_log = open(os.path.join(OUT, f"checks-{TAG}.jsonl"), "a")
+results = {"passed": 0, "failed": 0}
+
+
+def record(name, ok, **detail):
+    line = {"tag": TAG, "method": METHOD, "check": name, "rank": RANK, "ok": bool(ok), **detail}
+    _log.write(json.dumps(line) + "\n")
+    _log.flush()
+
+
+def check(fn):
+    """Runs one check on every rank; a check passes when it passes everywhere."""
+    name = fn.__name__
+    t0 = time.perf_counter()
+    try:
+        detail = fn() or {}
+        ok, err = True, None
+    except Exception as e:  # reported, never fatal: the next check still runs
+        ok, detail, err = False, {}, f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    ms = (time.perf_counter() - t0) * 1e3
+    record(name, ok, ms=round(ms, 2), error=err, **detail)
+    all_ok = allreduce(ok, MPI_MIN)
+    results["passed" if all_ok else "failed"] += 1
+    if RANK == 0:
+        print(f"[{TAG}] {name}: {'ok' if all_ok else 'FAILED'} ({ms:.0f} ms)", flush=True)
+    barrier()
+
+
+def store(**env):
+    """A store of this run's method; `env` applies only while it is created."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        return dds.PyDDStore(World(), method=METHOD)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+ROWS, COLS = 8, 4  # DDStore's test_gpu_rdma shards: 8 x 4 float32 filled with rank+1
+
+
+def shard_store(cols=COLS, **env):
+    s = store(**env)
+    s.add("x", np.full((ROWS, cols), RANK + 1, np.float32))
+    barrier()
+    return s
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+# -- checks ---------------------------------------------------------------------
+
+def driver_and_classification():
+    lib = _lib.load()
+    n = ctypes.c_int32(0)
+    st = lib.dds_gpu_available(ctypes.byref(n))
+    expect(st == 0 and n.value >= 1, f"dds_gpu_available -> {st}, {lib.dds_last_error()}")
+    kind, dev = ctypes.c_int32(-1), ctypes.c_int32(-1)
+    t = torch.empty(1024, device=DEV)
+    lib.dds_pointer_kind(t.data_ptr(), ctypes.byref(kind), ctypes.byref(dev))
+    expect((kind.value, dev.value) == (1, DEV.index), f"device tensor: kind {kind.value} dev {dev.value}")
+    for what, h in (("pinned", torch.empty(1024).pin_memory()), ("pageable", torch.empty(1024)),
+                    ("numpy", torch.from_numpy(np.zeros(64)))):
+        lib.dds_pointer_kind(h.data_ptr(), ctypes.byref(kind), ctypes.byref(dev))
+        expect(kind.value == 0, f"{what} host tensor classified {kind.value}")
+    s = shard_store()
+    info = _lib.DdsVarInfo()
+    info.struct_size = ctypes.sizeof(info)
+    lib.dds_info(s._h, b"x", ctypes.byref(info))
+    s.free()
+    expect(info.device_path == _lib.DDS_PATH_STAGED, f"device_path {info.device_path}")
+    return {"devices": n.value, "device_path": info.device_path}
+
+
+def get_into_poisoned_gpu_tensor():
+    s = shard_store()
+    for r in range(SIZE):
+        for row in range(ROWS):
+            d = torch.full((1, COLS), -999.0, device=DEV)
+            s.get("x", d, r * ROWS + row)
+            torch.cuda.current_stream().synchronize()
+            expect(bool((d == r + 1).all()), f"rank {r} row {row}: {d.tolist()}")
+    s.free()
+
+
+def back_to_back_200_reads_consumed_by_kernels():
+    s = shard_store()
+    total = torch.zeros((), device=DEV)
+    for i in range(200):
+        d = torch.empty((1, COLS), device=DEV)
+        g = (i * 5) % (SIZE * ROWS)
+        s.get("x", d, g)
+        total += (d * 2).sum()  # a kernel reading the rows on the current stream
+    want = sum(((i * 5) % (SIZE * ROWS)) // ROWS + 1 for i in range(200)) * 2 * COLS
+    got = float(total.item())
+    barrier()
+    s.free()
+    expect(got == want, f"sum {got} != {want}")
+
+
+def matrix_alloc_by_readback():
+    s = shard_store()
+    peer = (RANK + 1) % SIZE
+    for alloc in ("empty", "poisoned_by_kernel"):
+        for readback in ("to_host", "kernel"):
+            d = torch.empty((ROWS, COLS), device=DEV)
+            if alloc == "poisoned_by_kernel":
+                d.fill_(-999.0)
+            s.get("x", d, peer * ROWS)
+            if readback == "to_host":
+                ok = bool((d.cpu() == peer + 1).all())
+            else:
+                ok = bool(((d - (peer + 1)).abs().max() == 0).item())
+            expect(ok, f"{alloc} x {readback}")
+    s.free()
+
+
+def large_rows_4096_floats():
+    s = store()
+    s.add("big", np.full((4, 4096), RANK + 1, np.float32))
+    barrier()
+    for r in range(SIZE):
+        d = torch.full((4, 4096), -999.0, device=DEV)
+        s.get("big", d, r * 4)
+        expect(bool((d == r + 1).all()), f"rank {r}")
+    s.free()
+
+
+def get_batch_gpu_vs_host():
+    s = store()
+    rows = 37
+    data = np.arange(rows * 6, dtype=np.float64).reshape(rows, 6) + 1000 * RANK
+    s.add("b", data)
+    barrier()
+    total = rows * SIZE
+    rng = np.random.default_rng(RANK)
+    for trial in range(5):
+        idx = rng.integers(0, total, size=64)
+        h = np.zeros((64, 6))
+        s.get_batch("b", h, idx)
+        d = torch.full((64, 6), -1.0, dtype=torch.float64, device=DEV)
+        s.get_batch("b", d, idx)
+        expect(np.array_equal(d.cpu().numpy(), h), f"trial {trial}")
+    # Empty batch on a device tensor, and a zero-row tensor.
+    s.get_batch("b", torch.empty((0, 6), dtype=torch.float64, device=DEV), np.zeros(0, np.int64))
+    s.free()
+
+
+def get_batch_small_chunks():
+    # 64-byte bounce chunks: many chunks per batch (methods 1/2) and the
+    # pool's reuse-after-event path.
+    s = store(DDSTORE_GPU_STAGING_BYTES=64)
+    rows = 50
+    s.add("c", (np.arange(rows * 8, dtype=np.int64).reshape(rows, 8) + 10**6 * RANK))
+    barrier()
+    idx = np.arange(rows * SIZE)[::-1].copy()
+    h = np.zeros((len(idx), 8), np.int64)
+    s.get_batch("c", h, idx)
+    d = torch.zeros((len(idx), 8), dtype=torch.int64, device=DEV)
+    s.get_batch("c", d, idx)
+    expect(np.array_equal(d.cpu().numpy(), h), "chunked batch differs")
+    d2 = torch.zeros((rows, 8), dtype=torch.int64, device=DEV)
+    s.get("c", d2, ((RANK + 1) % SIZE) * rows)  # single get, chunked
+    expect(np.array_equal(d2.cpu().numpy(), h[::-1][((RANK + 1) % SIZE) * rows:][:rows]), "chunked get differs")
+    s.free()
+
+
+def gpu_source_host_and_gpu_destinations():
+    s = store()
+    src = torch.full((ROWS, COLS), float(RANK + 1), device=DEV)
+    src.mul_(10)  # queued kernel: add must see its result
+    s.add("g", src)
+    s.update("g", torch.full((1, COLS), 7.0, device=DEV), 0)
+    barrier()
+    for r in range(SIZE):
+        h = np.zeros((ROWS, COLS), np.float32)
+        s.get("g", h, r * ROWS)
+        want = np.full((ROWS, COLS), 10.0 * (r + 1), np.float32)
+        want[0] = 7
+        expect(np.array_equal(h, want), f"host dst rank {r}: {h[:2]}")
+        d = torch.zeros((ROWS, COLS), device=DEV)
+        s.get("g", d, r * ROWS)
+        expect(np.array_equal(d.cpu().numpy(), want), f"gpu dst rank {r}")
+    s.free()
+
+
+def register_recv_gpu_tensor():
+    s = shard_store()
+    d = torch.zeros((ROWS, COLS), device=DEV)
+    s.register_recv("x", d)
+    s.get("x", d, ((RANK + 1) % SIZE) * ROWS)
+    expect(bool((d == (RANK + 1) % SIZE + 1).all()), "read into registered tensor")
+    s.unregister_recv("x", d)
+    s.free()
+
+
+def threads_reading_into_gpu():
+    if METHOD == 0 and _provided.value < 3:
+        return {"note": "MPI lacks THREAD_MULTIPLE"}
+    s = shard_store()
+    errors = []
+
+    def work(t):
+        try:
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                for i in range(50):
+                    g = (t * 7 + i) % (SIZE * ROWS)
+                    d = torch.full((1, COLS), -5.0, device=DEV)
+                    s.get("x", d, g)
+                    if not bool((d == g // ROWS + 1).all()):
+                        errors.append((t, i, d.tolist()))
+        except Exception as e:
+            errors.append(repr(e))
+
+    ths = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    barrier()
+    s.free()
+    expect(not errors, f"{errors[:3]}")
+
+
+def stream_ordering():
+    """A read on a stream lands after the work queued before it on that
+    stream, and work queued after it sees the rows."""
+    s = shard_store()
+    peer = (RANK + 1) % SIZE
+    side = torch.cuda.Stream()
+    a = torch.randn(4096, 4096, device=DEV)
+    d = torch.zeros((ROWS, COLS), device=DEV)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        for _ in range(30):
+            a = a @ a * 1e-3  # keeps the stream busy for tens of ms
+        d.fill_(-1.0)  # queued before the read: must be overwritten by it
+        s.get("x", d, peer * ROWS)  # returns without waiting for the stream
+        after = d * 3  # queued after the read
+    side.synchronize()
+    expect(bool((d == peer + 1).all()), f"read was overtaken: {d[0].tolist()}")
+    expect(bool((after == 3 * (peer + 1)).all()), "kernel after the read saw stale rows")
+    s.free()
+
+
+def staging_off_refuses():
+    s = shard_store(DDSTORE_GPU_STAGING=0)
+    want = "method" if METHOD == 0 else "cxi"
+    try:
+        s.get("x", torch.zeros((1, COLS), device=DEV), 0)
+        raise AssertionError("get into a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
+    except dds.GPUError as e:
+        expect(want in str(e), str(e))
+    try:
+        s.add("y", torch.zeros((2, COLS), device=DEV))
+        raise AssertionError("add of a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
+    except dds.GPUError as e:
+        expect("DDSTORE_GPU_STAGING=0" in str(e), str(e))
+    h = np.zeros((1, COLS), np.float32)
+    s.get("x", h, 0)  # still usable
+    s.free()
+
+
+def measure_stream_vs_device_sync():
+    """Per-batch time of a get_batch into GPU memory while another stream is
+    busy: ordered on the caller's stream (the default in pyddstore) versus
+    DDStore's whole-device synchronisation before each batch."""
+    s = store()
+    rows, width = 256, 256  # 1 KiB float32 rows
+    s.add("m", np.full((rows, width), RANK, np.float32))
+    barrier()
+    lib = _lib.load()
+    total = rows * SIZE
+    rng = np.random.default_rng(7 + RANK)
+    batches = [rng.integers(0, total, size=32) for _ in range(60)]
+    dst = torch.empty((32, width), device=DEV)
+    busy = torch.cuda.Stream()
+    a = torch.randn(4096, 4096, device=DEV)
+    mine = torch.cuda.Stream()
+
+    def keep_busy():
+        with torch.cuda.stream(busy):
+            for _ in range(40):
+                torch.mm(a, a)
+
+    def timed(mode):
+        times = []
+        keep_busy()
+        with torch.cuda.stream(mine):
+            for idx in batches:
+                if busy.query():
+                    keep_busy()
+                t0 = time.perf_counter()
+                if mode == "stream":
+                    s.get_batch("m", dst, idx)
+                    dst.sum()  # consumer kernel on the same stream
+                elif mode == "device_sync":
+                    torch.cuda.synchronize()  # DDStore 3.0's order
+                    i64 = np.ascontiguousarray(idx, np.int64)
+                    rc = lib.dds_get_batch(s._h, b"m", dst.data_ptr(), dst.numel() * 4,
+                                           i64.ctypes.data, len(i64))
+                    expect(rc == 0, lib.dds_last_error())
+                    dst.sum()
+                else:  # host destination, for reference
+                    s.get_batch("m", hbuf, idx)
+                times.append(time.perf_counter() - t0)
+        mine.synchronize()
+        busy.synchronize()
+        return times
+
+    hbuf = np.empty((32, width), np.float32)
+    out = {}
+    for rep in range(2):  # interleaved, twice
+        for mode in ("stream", "device_sync", "host"):
+            t = timed(mode)[5:]  # drop warm-up
+            out.setdefault(mode, []).extend(t)
+    summary = {m: {"median_us": round(float(np.median(v)) * 1e6, 1),
+                   "p90_us": round(float(np.percentile(v, 90)) * 1e6, 1), "n": len(v)} for m, v in out.items()}
+    s.free()
+    return {"batch_rows": 32, "row_bytes": width * 4, "per_batch": summary}
+
+
+def torch_dataset_on_device():
+    # pyddstore.torch needs mpi4py, which must be built against the bundle's
+    # MPICH: importing another MPI's mpi4py here would break the process.
+    if os.environ.get("GPU_CHECK_TORCH_DATASET") != "1":
+        return {"skipped": "set GPU_CHECK_TORCH_DATASET=1 where mpi4py is built against MPICH"}
+    from mpi4py import MPI
+    from pyddstore.torch import DistDataset
+    samples = [torch.full((3,), float(i)) for i in range(16)]
+    ds = DistDataset(samples, "tds", comm=MPI.COMM_WORLD, device=DEV, add_device=DEV, method=METHOD)
+    items = ds.__getitems__(list(range(16)))
+    for i, v in enumerate(items):
+        expect(v.is_cuda and bool((v == i).all()), f"sample {i}: {v}")
+    ds.ddstore.free()
+
+
+CHECKS = [driver_and_classification, get_into_poisoned_gpu_tensor, back_to_back_200_reads_consumed_by_kernels,
+          matrix_alloc_by_readback, large_rows_4096_floats, get_batch_gpu_vs_host, get_batch_small_chunks,
+          gpu_source_host_and_gpu_destinations, register_recv_gpu_tensor, threads_reading_into_gpu,
+          stream_ordering, staging_off_refuses, measure_stream_vs_device_sync, torch_dataset_on_device]
+
+if __name__ == "__main__":
+    only = os.environ.get("GPU_CHECK_ONLY")
+    for fn in CHECKS:
+        if only and fn.__name__ not in only.split(","):
+            continue
+        check(fn)
+    if RANK == 0:
+        print(f"gpu_check {TAG}: {results['passed']} passed, {results['failed']} failed", flush=True)
+    _log.close()
+    _mpi.MPI_Finalize()
+    sys.exit(1 if results["failed"] else 0)

@@ -1,0 +1,263 @@
+//! Device buffers at the store level: which path a read into device memory
+//! takes, staging it through host memory, and device sources of add/update.
+//!
+//! Everything here sits in front of the host-memory operations of store.rs:
+//! a staged read is a sequence of ordinary reads into pinned bounce buffers,
+//! each followed by a host-to-device copy. So every method and transport
+//! (MPI, libfabric, node-local copies) gets device destinations at once.
+
+use crate::config::Config;
+use crate::error::{bail, err, Result};
+use crate::gpu::{self, MemKind, Mode, Path, Stream};
+
+use super::{Method, Options, Store};
+
+/// A store's device-memory settings, fixed at creation.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuSettings {
+    pub mode: Mode,
+    pub staging: bool,
+    pub staging_bytes: usize,
+}
+
+impl GpuSettings {
+    /// Options override the environment; `require` fails without a driver.
+    pub fn resolve(o: &Options, cfg: &Config) -> Result<GpuSettings> {
+        let mode = Mode::from_code(o.gpu)?.unwrap_or(cfg.gpu);
+        let staging = match o.gpu_staging {
+            -1 => cfg.gpu_staging,
+            0 => false,
+            1 => true,
+            c => bail!(InvalidArgument, "options.gpu_staging {c} is not -1 (environment), 0 (refuse) or 1 (stage)"),
+        };
+        if mode == Mode::Require {
+            if let Err(why) = gpu::driver_status() {
+                bail!(Gpu, "GPU support was required (DDSTORE_GPU=require or options.gpu) but no GPU driver is usable: {why}");
+            }
+        }
+        Ok(GpuSettings { mode, staging, staging_bytes: cfg.gpu_staging_bytes.min(isize::MAX as u64) as usize })
+    }
+
+    /// The path device destinations of this store take.
+    pub fn path(&self) -> Path {
+        if self.mode == Mode::Off || gpu::driver_status().is_err() {
+            Path::HostOnly
+        } else if self.staging {
+            Path::Staged
+        } else {
+            Path::Refused
+        }
+    }
+}
+
+impl Store {
+    /// What `p` is, as this store sees it (always host with GPU support off).
+    fn mem_kind(&self, p: *const u8) -> Result<MemKind> {
+        if self.gpu.mode == Mode::Off {
+            return Ok(MemKind::Host);
+        }
+        gpu::classify(p)
+    }
+
+    /// Refuses a stream this store cannot use.
+    fn check_stream(&self, stream: Option<Stream>) -> Result<()> {
+        let Some(_) = stream else { return Ok(()) };
+        if self.gpu.mode == Mode::Off {
+            bail!(Gpu, "a stream was given but GPU support is off for this store (DDSTORE_GPU=0 or options.gpu = 0); pass NULL");
+        }
+        if let Err(why) = gpu::driver_status() {
+            bail!(Gpu, "a stream was given but no GPU driver is usable: {why}; pass NULL");
+        }
+        Ok(())
+    }
+
+    /// Refuses device memory when staging is off: no transport of this build
+    /// writes device memory directly.
+    fn check_staging(&self, role: &str, name: &str) -> Result<()> {
+        if self.gpu.staging {
+            return Ok(());
+        }
+        let how = match self.method {
+            Method::Mpi => format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code()),
+            _ => "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none".to_string(),
+        };
+        bail!(Gpu, "GPU {role} buffer for variable '{name}' {how}, and DDSTORE_GPU_STAGING=0 forbids staging through host memory")
+    }
+
+    fn rocm_unstaged(role: &str, name: &str) -> crate::error::Error {
+        err!(Gpu, "GPU {role} buffer for variable '{name}' is ROCm memory: this build classifies it but cannot copy it yet")
+    }
+
+    /// Host dst with a stream: the stream's queued work (which may still use
+    /// dst) completes before the rows are written.
+    fn order_host(&self, stream: Option<Stream>) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let (Some(s), Ok(d)) = (stream, gpu::cuda::driver()) {
+            return d.stream_sync(s);
+        }
+        let _ = stream;
+        Ok(())
+    }
+
+    /// `dds_get` / `dds_get_stream`.
+    pub fn get_to(&self, name: &str, dst: *mut u8, dst_bytes: usize, start: i64, count: i64, stream: Option<Stream>) -> Result<()> {
+        self.check_stream(stream)?;
+        match self.mem_kind(dst)? {
+            MemKind::Host => {
+                self.order_host(stream)?;
+                self.get(name, dst, dst_bytes, start, count)
+            }
+            MemKind::Rocm(_) => Err(Self::rocm_unstaged("destination", name)),
+            MemKind::Cuda(dev) => {
+                self.check_staging("destination", name)?;
+                let rb = self.with_var(name, |v| {
+                    if count < 0 {
+                        bail!(InvalidArgument, "count {count} is negative");
+                    }
+                    v.check_dst("destination", dst_bytes, count)?;
+                    if count > 0 {
+                        self.check_range(v, start, count)?;
+                    }
+                    Ok(v.row_bytes as usize)
+                })?;
+                self.staged(dev, dst, count as usize, rb, stream, |h, first, n| {
+                    self.get(name, h, n * rb, start + first as i64, n as i64)
+                })
+            }
+        }
+    }
+
+    /// `dds_get_batch` / `dds_get_batch_stream`. Method 0 stays collective:
+    /// a rank whose own checks fail still takes part, with its error.
+    pub fn get_batch_to(&self, name: &str, dst: *mut u8, dst_bytes: usize, indices: Result<&[i64]>, stream: Option<Stream>) -> Result<()> {
+        let kind = self.check_stream(stream).and_then(|_| self.mem_kind(dst));
+        let dev = match (kind, indices) {
+            (Err(e), _) | (_, Err(e)) => return self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+            (Ok(MemKind::Host), Ok(idx)) => {
+                if let Err(e) = self.order_host(stream) {
+                    return self.get_batch(name, std::ptr::null_mut(), 0, Err(e));
+                }
+                return self.get_batch(name, dst, dst_bytes, Ok(idx));
+            }
+            // No bytes move: the device pointer is never dereferenced.
+            (Ok(_), Ok(idx)) if idx.is_empty() => return self.get_batch(name, dst, dst_bytes, Ok(idx)),
+            (Ok(MemKind::Rocm(_)), Ok(_)) => {
+                return self.get_batch(name, std::ptr::null_mut(), 0, Err(Self::rocm_unstaged("destination", name)))
+            }
+            (Ok(MemKind::Cuda(d)), Ok(idx)) => (d, idx),
+        };
+        let (dev, idx) = dev;
+        let n = idx.len();
+        let checked = self.check_staging("destination", name).and_then(|_| {
+            self.with_var(name, |v| {
+                v.check_dst("destination", dst_bytes, n as i64)?;
+                Ok(v.row_bytes as usize)
+            })
+        });
+        let rb = match checked {
+            Ok(rb) => rb,
+            Err(e) => return self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+        };
+        if self.method != Method::Mpi {
+            // One-sided: check every index first, so no chunk is copied
+            // before an error further on.
+            self.with_var(name, |v| match idx.iter().position(|&g| v.layout.check(g).is_err()) {
+                Some(i) => bail!(
+                    OutOfRange,
+                    "index {i} of the batch, global row {}, is out of range [0, {}) of variable '{name}'",
+                    idx[i],
+                    v.layout.total()
+                ),
+                None => Ok(()),
+            })?;
+            return self.staged(dev, dst, n, rb, stream, |h, first, k| self.get_batch(name, h, k * rb, Ok(&idx[first..first + k])));
+        }
+        // Collective: one chunk, so every rank makes exactly one collective
+        // call; if staging fails before it, this rank still joins with the error.
+        let mut joined = false;
+        let r = self.staged_cap(dev, dst, n, rb, usize::MAX, stream, |h, _, _| {
+            joined = true;
+            self.get_batch(name, h, n * rb, Ok(idx))
+        });
+        match r {
+            Err(e) if !joined => self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+            r => r,
+        }
+    }
+
+    fn staged(
+        &self,
+        dev: i32,
+        dst: *mut u8,
+        rows: usize,
+        rb: usize,
+        stream: Option<Stream>,
+        fill: impl FnMut(*mut u8, usize, usize) -> Result<()>,
+    ) -> Result<()> {
+        self.staged_cap(dev, dst, rows, rb, self.gpu.staging_bytes, stream, fill)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn staged_cap(
+        &self,
+        dev: i32,
+        dst: *mut u8,
+        rows: usize,
+        rb: usize,
+        cap: usize,
+        stream: Option<Stream>,
+        fill: impl FnMut(*mut u8, usize, usize) -> Result<()>,
+    ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        {
+            let d = gpu::cuda::driver().map_err(|why| err!(Gpu, "{why}"))?;
+            gpu::staging::read_staged(d, dev, dst, rows, rb, cap, stream, fill)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (dev, dst, rows, rb, cap, stream, fill);
+            bail!(Gpu, "device memory needs a libddstore built with the `cuda` feature")
+        }
+    }
+
+    /// Device data given to `dds_add` or `dds_update`: a host copy of it
+    /// (None for host data, which is used in place).
+    pub fn source_to_host(&self, name: &str, data: *const u8, bytes: usize) -> Result<Option<Vec<u8>>> {
+        if bytes == 0 {
+            return Ok(None);
+        }
+        match self.mem_kind(data)? {
+            MemKind::Host => Ok(None),
+            MemKind::Rocm(_) => Err(Self::rocm_unstaged("source", name)),
+            MemKind::Cuda(dev) => {
+                self.check_staging("source", name)?;
+                #[cfg(feature = "cuda")]
+                {
+                    let d = gpu::cuda::driver().map_err(|why| err!(Gpu, "{why}"))?;
+                    let mut host = Vec::new();
+                    host.try_reserve_exact(bytes)
+                        .map_err(|_| err!(NoMemory, "host copy of the {bytes}-byte GPU source of '{name}'"))?;
+                    // SAFETY: capacity is `bytes`; the copy fills all of it.
+                    d.on_device(dev, || unsafe { d.copy_from_device(host.as_mut_ptr(), data, bytes) })?;
+                    unsafe { host.set_len(bytes) };
+                    Ok(Some(host))
+                }
+                #[cfg(not(feature = "cuda"))]
+                {
+                    let _ = dev;
+                    bail!(Gpu, "device memory needs a libddstore built with the `cuda` feature")
+                }
+            }
+        }
+    }
+
+    /// Whether a registered destination is device memory (then the
+    /// transport never sees it: rows reach it through bounce buffers).
+    pub fn recv_is_device(&self, name: &str, p: *const u8) -> Result<bool> {
+        match self.mem_kind(p)? {
+            MemKind::Host => Ok(false),
+            MemKind::Rocm(_) => Err(Self::rocm_unstaged("destination", name)),
+            MemKind::Cuda(_) => self.check_staging("destination", name).map(|_| true),
+        }
+    }
+}
