@@ -494,25 +494,20 @@ impl Store {
             if len == 0 {
                 return Ok(());
             }
-            let fresh = !v.recv.lock().contains(&(start, len));
-            v.register_recv(start, len)?;
-            if let (true, Transport::Fabric(f)) = (fresh, &v.transport) {
-                if let Err(e) = f.register_recv(start, len) {
-                    let _ = v.unregister_recv(start);
-                    return Err(e);
-                }
-            }
-            Ok(())
+            v.register_recv(start, len, || match &v.transport {
+                Transport::Fabric(f) => f.register_recv(start, len),
+                _ => Ok(()),
+            })
         })
     }
 
     pub fn unregister_recv(&self, name: &str, start: usize) -> Result<()> {
         self.with_var(name, |v| {
-            v.unregister_recv(start)?;
-            if let Transport::Fabric(f) = &v.transport {
-                f.unregister_recv(start);
-            }
-            Ok(())
+            v.unregister_recv(start, || {
+                if let Transport::Fabric(f) = &v.transport {
+                    f.unregister_recv(start);
+                }
+            })
         })
     }
 
