@@ -558,8 +558,9 @@ impl Store {
         Ok(())
     }
 
-    /// Releases the MPI objects of every variable (windows) while MPI still
-    /// runs; local memory stays until `destroy`. Called from the
+    /// Releases the MPI objects of every variable (windows) and the store's
+    /// communicators while MPI still runs; local memory stays until
+    /// `destroy`. Called from the
     /// finalisation hook for stores the program never destroyed: every rank
     /// runs it for its live stores in creation order, which is the order the
     /// collective creations happened in.
@@ -567,6 +568,9 @@ impl Store {
         for v in self.vars.write().values_mut() {
             let _ = v.free();
         }
+        // The communicators too: MPI does not free them at MPI_Finalize.
+        self.node.release_before_finalize();
+        self.comm.release_before_finalize();
     }
 
     /// Collective: releases every variable in name order (the same on every
