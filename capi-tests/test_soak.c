@@ -224,8 +224,8 @@ static void *work(void *arg) {
     int64_t n, start = 0;
     if (use_get) {
       start = below(t, total);
-      int64_t room = shard_end(v, start) - start;
-      n = 1 + below(t, room < 64 ? room : 64);
+      int64_t room = shard_end(v, start) - start, lim = max_batch < 64 ? max_batch : 64;
+      n = 1 + below(t, room < lim ? room : lim); /* destinations hold max_batch rows */
     } else {
       n = 1 + below(t, max_batch);
       make_indices(t, v, idx, n);
