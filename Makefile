@@ -25,7 +25,7 @@ export UCX_TLS ?= self,sm
 # the system MPI (the binary wheel expects a library Debian does not ship).
 VENV ?= $(CURDIR)/.venv
 
-.PHONY: all deps build header install test test-rust test-c test-python test-docs docs fuzz bench demo clean
+.PHONY: all deps build header install test test-rust test-c test-sanitize test-python test-docs docs fuzz bench demo clean
 
 # Seconds each fuzz target runs in `make test` (`make fuzz` defaults to 60).
 FUZZ_SECONDS ?= 30
@@ -75,6 +75,13 @@ test-c: install-test-prefix
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
 
+# The core C tests under AddressSanitizer + UBSan (the library rebuilt with
+# -Zsanitizer=address in target/asan; SANITIZE_RUST=0 keeps the release
+# build) and under valgrind memcheck, 2 ranks each; any report fails. Logs in
+# build/sanitize-logs. See scripts/sanitize.sh and docs/guarantees.md.
+test-sanitize: install-test-prefix
+	./scripts/sanitize.sh $(TEST_PREFIX) all
+
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet numpy pytest
@@ -116,6 +123,7 @@ fuzz:
 test: deps
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-c
+	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-docs
 	$(MAKE) --no-print-directory fuzz

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing libddstore needs on Debian/Ubuntu:
-# MPICH, libfabric, libclang (bindgen), CMake, gfortran, pkg-config.
+# MPICH, libfabric, libclang (bindgen), CMake, gfortran, pkg-config, valgrind
+# (make test-sanitize).
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
-pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev)
+pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

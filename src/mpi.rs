@@ -142,6 +142,16 @@ impl Comm {
         Ok(Comm { raw, rank: rank as usize, size: size as usize })
     }
 
+    /// Frees the communicator now, from the finalisation hook (MPI still
+    /// runs). The handle must not be used afterwards: once MPI is finalised
+    /// the store refuses every call but `dds_destroy`, and `Drop` frees
+    /// nothing after finalisation, so this is the communicator's only free.
+    pub fn release_before_finalize(&self) {
+        let mut raw = self.raw;
+        // SAFETY: a communicator we own, freed once (see above).
+        unsafe { ffi::MPI_Comm_free(&mut raw) };
+    }
+
     /// Splits into consecutive groups of `width` ranks (key = rank).
     pub fn split_groups(&self, width: usize) -> Result<Comm> {
         let color = (self.rank / width) as c_int;

@@ -515,27 +515,22 @@ impl Store {
             if len == 0 {
                 return Ok(());
             }
-            let fresh = !v.recv.lock().contains(&(start, len));
             // Staged device buffers are never transport destinations.
             let device = self.recv_is_device(name, start as *const u8)?;
-            v.register_recv(start, len)?;
-            if let (true, false, Transport::Fabric(f)) = (fresh, device, &v.transport) {
-                if let Err(e) = f.register_recv(start, len) {
-                    let _ = v.unregister_recv(start);
-                    return Err(e);
-                }
-            }
-            Ok(())
+            v.register_recv(start, len, || match (&v.transport, device) {
+                (Transport::Fabric(f), false) => f.register_recv(start, len),
+                _ => Ok(()),
+            })
         })
     }
 
     pub fn unregister_recv(&self, name: &str, start: usize) -> Result<()> {
         self.with_var(name, |v| {
-            v.unregister_recv(start)?;
-            if let Transport::Fabric(f) = &v.transport {
-                f.unregister_recv(start);
-            }
-            Ok(())
+            v.unregister_recv(start, || {
+                if let Transport::Fabric(f) = &v.transport {
+                    f.unregister_recv(start);
+                }
+            })
         })
     }
 
@@ -587,8 +582,9 @@ impl Store {
         Ok(())
     }
 
-    /// Releases the MPI objects of every variable (windows) while MPI still
-    /// runs; local memory stays until `destroy`. Called from the
+    /// Releases the MPI objects of every variable (windows) and the store's
+    /// communicators while MPI still runs; local memory stays until
+    /// `destroy`. Called from the
     /// finalisation hook for stores the program never destroyed: every rank
     /// runs it for its live stores in creation order, which is the order the
     /// collective creations happened in.
@@ -596,6 +592,9 @@ impl Store {
         for v in self.vars.write().values_mut() {
             let _ = v.free();
         }
+        // The communicators too: MPI does not free them at MPI_Finalize.
+        self.node.release_before_finalize();
+        self.comm.release_before_finalize();
     }
 
     /// Collective: releases every variable in name order (the same on every

@@ -62,7 +62,10 @@ impl Variable {
 
     /// Adds a receive registration; an identical one is a no-op, a partial
     /// overlap with another is refused (ownership of the bytes would be ambiguous).
-    pub fn register_recv(&self, start: usize, len: usize) -> Result<()> {
+    /// `on_new` registers a new range with the transport; it runs under the
+    /// registry's lock, so a racing unregistration of the same buffer cannot
+    /// slip between the two and leave the transport holding a stale one.
+    pub fn register_recv(&self, start: usize, len: usize, on_new: impl FnOnce() -> Result<()>) -> Result<()> {
         let mut regs = self.recv.lock();
         for &(s, l) in regs.iter() {
             if (s, l) == (start, len) {
@@ -76,16 +79,19 @@ impl Variable {
                 );
             }
         }
+        on_new()?;
         regs.push((start, len));
         Ok(())
     }
 
-    /// Removes the registration that starts at `start`.
-    pub fn unregister_recv(&self, start: usize) -> Result<()> {
+    /// Removes the registration that starts at `start`; `on_removed` drops
+    /// the transport's registration under the same lock.
+    pub fn unregister_recv(&self, start: usize, on_removed: impl FnOnce()) -> Result<()> {
         let mut regs = self.recv.lock();
         match regs.iter().position(|&(s, _)| s == start) {
             Some(i) => {
                 regs.swap_remove(i);
+                on_removed();
                 Ok(())
             }
             None => bail!(InvalidArgument, "buffer {start:#x} is not registered for '{}'", self.name),

@@ -98,6 +98,14 @@ impl NodeMap {
         })
     }
 
+    /// The finalisation hook: frees the node's communicator (MPI would
+    /// otherwise keep it past `MPI_Finalize`).
+    pub fn release_before_finalize(&self) {
+        if let Some(c) = &self.node {
+            c.release_before_finalize();
+        }
+    }
+
     /// True when store ranks `a` and `b` run on the same node (and the direct
     /// path is on); a rank is always on its own node.
     #[inline]

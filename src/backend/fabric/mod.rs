@@ -57,11 +57,11 @@ impl FabricVar {
         let local = if shard.len() == 0 {
             Ok(None)
         } else {
-            Mr::register(fab, shard.as_ptr(), shard.len(), FI_REMOTE_READ, fab.bind_ep()).map(Some)
+            Mr::register_shard(fab, shard.as_ptr(), shard.len()).map(Some)
         };
         let mr = agree(comm, local)?;
         let key = mr.as_ref().map_or(0, |m| m.key());
-        let base = if fab.mr_mode & FI_MR_VIRT_ADDR != 0 { shard.as_ptr() as u64 } else { 0 };
+        let base = Mr::remote_base(fab, shard.as_ptr());
         let all = comm.allgather(&[key, base])?;
         Ok(FabricVar {
             fab: fab.clone(),

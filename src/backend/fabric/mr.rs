@@ -16,6 +16,10 @@ pub struct Mr {
     raw: *mut fid_mr,
 }
 
+/// Access a shard is registered with: peers may read it, never write it
+/// (tests/remote_access.rs checks that providers refuse a remote write).
+pub const SHARD_ACCESS: u64 = FI_REMOTE_READ;
+
 // SAFETY: an MR is immutable after registration; FI_THREAD_SAFE domain.
 unsafe impl Send for Mr {}
 unsafe impl Sync for Mr {}
@@ -40,6 +44,21 @@ impl Mr {
                 fi_err(ddsfi_mr_enable(raw) as isize, "fi_mr_enable")?;
             }
             Ok(mr)
+        }
+    }
+
+    /// Registers a shard for remote reads only.
+    pub fn register_shard(fab: &Fabric, buf: *const u8, len: usize) -> Result<Mr> {
+        Mr::register(fab, buf, len, SHARD_ACCESS, fab.bind_ep())
+    }
+
+    /// The address peers name a byte of `buf` by: virtual with
+    /// FI_MR_VIRT_ADDR, otherwise an offset from the registration's start.
+    pub fn remote_base(fab: &Fabric, buf: *const u8) -> u64 {
+        if fab.mr_mode & FI_MR_VIRT_ADDR != 0 {
+            buf as u64
+        } else {
+            0
         }
     }
 
