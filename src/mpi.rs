@@ -298,15 +298,14 @@ impl Comm {
     }
 
     /// Starts receiving one `dtype` item from `from` into `buf` (tag 0).
-    pub fn irecv(&self, buf: *mut u8, dtype: &Datatype, from: usize, reqs: &mut Vec<ffi::MPI_Request>) -> Result<()> {
+    pub fn irecv(&self, buf: *mut u8, dtype: &Datatype, from: usize) -> Result<ffi::MPI_Request> {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the caller keeps `buf` (one item of `dtype`) alive until `waitall`.
         check(
             unsafe { ffi::MPI_Irecv(buf.cast(), 1, dtype.raw, from as c_int, 0, self.raw, &mut r) },
             "MPI_Irecv",
         )?;
-        reqs.push(r);
-        Ok(())
+        Ok(r)
     }
 
     /// Starts sending one `dtype` item at `buf` to `to` (tag 0).
@@ -319,6 +318,23 @@ impl Comm {
         )?;
         reqs.push(r);
         Ok(())
+    }
+
+    /// Waits until at least one of `reqs` completes; completed entries become
+    /// `MPI_REQUEST_NULL` and their indices are left in `done`. Returns how
+    /// many completed (0 when every entry was already null).
+    pub fn waitsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
+        done.resize(reqs.len(), 0);
+        let mut n: c_int = 0;
+        // SAFETY: `done` holds reqs.len() indices; entries are requests
+        // started by this module or MPI_REQUEST_NULL.
+        let rc = unsafe {
+            ffi::MPI_Waitsome(reqs.len() as c_int, reqs.as_mut_ptr(), &mut n, done.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE)
+        };
+        check(rc, "MPI_Waitsome")?;
+        let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
+        done.truncate(n);
+        Ok(n)
     }
 
     /// Completes every request started by `irecv`/`isend` and empties `reqs`.

@@ -57,7 +57,9 @@ pub enum Exchange {
     /// per round; requesters reorder when the rows arrive grouped by owner.
     Alltoallv,
     /// One message per row, straight from the owner's shard into its place
-    /// in the destination: no packing and no reordering copy.
+    /// in the destination: no packing and no reordering copy. Owners post
+    /// every send at once; each requester keeps at most the cap's worth of
+    /// receives posted, which paces the transfer without global rounds.
     SendRecv,
 }
 
@@ -92,9 +94,10 @@ pub struct Source<'a> {
 /// Moves the rows of a collective batch: row i of `dst` receives global row
 /// `idx[i]`. Every rank of `comm` calls this (with its own `idx`). Rows of
 /// owners `near` reaches directly are copied at once and never travel; the
-/// others are all-gathered, so every rank can derive the same rounds of at
-/// most `cap` received bytes per rank, and move in those rounds. Returns
-/// how many rows were copied directly.
+/// others are all-gathered, so every owner knows what to send and every rank
+/// can derive the same rounds of at most `cap` received bytes per rank
+/// (`Alltoallv`), or keeps at most `cap` bytes of receives posted
+/// (`SendRecv`). Returns how many rows were copied directly.
 pub fn exchange(
     comm: &Comm,
     src: &Source,
@@ -146,11 +149,10 @@ pub fn exchange(
         Exchange::Alltoallv => false,
     };
     let (my_lo, my_hi) = src.layout.shard(me);
-    // The rows requester q wants from this rank in round k, with their byte
-    // offsets in this rank's shard (request order).
+    // The rows of positions [lo, hi) of requester q's list that this rank
+    // owns, as byte offsets in its shard (request order).
     let (all, starts, counts) = (&all[..], &starts[..], &counts[..]);
-    let wanted = move |q: usize, k: i64| {
-        let (lo, hi) = round_slice(counts[q], per, k);
+    let wanted = move |q: usize, lo: i64, hi: i64| {
         all[starts[q] + lo as usize..starts[q] + hi as usize]
             .iter()
             .filter(move |&&g| g >= my_lo && g < my_hi)
@@ -158,27 +160,41 @@ pub fn exchange(
     };
     let base = src.shard.as_ptr();
 
+    if sendrecv {
+        // Every row asked of this rank is sent now, straight from the
+        // shard; requesters pace the transfer by how many receives they
+        // keep posted (`per` rows, the cap), so no global rounds are needed.
+        // MPI matches messages between two ranks in posting order, and both
+        // sides walk the requester's list in the same order.
+        for q in (0..p).filter(|&q| q != me) {
+            for off in wanted(q, 0, counts[q]) {
+                // SAFETY: off is a row inside this rank's shard.
+                comm.isend(unsafe { base.add(off) }, &dtype, q, reqs)?;
+            }
+        }
+        let n = travel.len();
+        let window = (per as usize).min(n);
+        let mut slots = vec![unsafe { mpi_sys::RSMPI_REQUEST_NULL }; window];
+        let mut free: Vec<usize> = (0..window).collect();
+        let mut done = Vec::new();
+        let mut next = 0;
+        while next < n || free.len() < window {
+            while next < n {
+                let Some(s) = free.pop() else { break };
+                // SAFETY: at[next] < idx.len(), the destination's row count.
+                slots[s] = comm.irecv(unsafe { dst.add(at[next] * rb) }, &dtype, owner[next] as usize)?;
+                next += 1;
+            }
+            Comm::waitsome(&mut slots, &mut done)?;
+            free.extend(done.iter().map(|&i| i as usize));
+        }
+        Comm::waitall(reqs)?;
+        return Ok(direct);
+    }
+
     for k in 0..rounds {
         let (lo, hi) = round_slice(counts[me], per, k);
         let (lo, hi) = (lo as usize, hi as usize);
-        if sendrecv {
-            // Receives are posted first so that sends find them waiting.
-            // (A failing MPI_Irecv/Isend leaves MPI unusable; requests
-            // posted before it are abandoned with it.)
-            for j in lo..hi {
-                // SAFETY: at[j] < idx.len(), the destination's row count.
-                comm.irecv(unsafe { dst.add(at[j] * rb) }, &dtype, owner[j] as usize, reqs)?;
-            }
-            for q in (0..p).filter(|&q| q != me) {
-                for off in wanted(q, k) {
-                    // SAFETY: off is a row inside this rank's shard.
-                    comm.isend(unsafe { base.add(off) }, &dtype, q, reqs)?;
-                }
-            }
-            Comm::waitall(reqs)?;
-            continue;
-        }
-
         // Alltoallv: pack per requester, in request order.
         rcounts_buf.clear();
         rcounts_buf.resize(2 * p, 0);
@@ -188,7 +204,8 @@ pub fn exchange(
             if q == me {
                 continue;
             }
-            for off in wanted(q, k) {
+            let (lo, hi) = round_slice(counts[q], per, k);
+            for off in wanted(q, lo, hi) {
                 // SAFETY: off is a row inside this rank's shard.
                 send.extend_from_slice(unsafe { std::slice::from_raw_parts(base.add(off), rb) });
                 *sc += 1;
