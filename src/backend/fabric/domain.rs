@@ -11,7 +11,7 @@ use libfabric_sys::*;
 use parking_lot::{Condvar, Mutex};
 
 use super::endpoint::{Endpoint, MAX_NAME};
-use super::progress::Progress;
+use super::progress::{Progress, Wait};
 use super::select::{self, Request};
 use super::fi_err;
 use crate::error::{bail, err, Result};
@@ -184,8 +184,20 @@ impl Fabric {
         let inserted = unsafe { fab.insert_peers(&all) };
         agree(comm, inserted)?;
         fab.names = all.iter().map(|r| r.bytes[..r.len as usize].to_vec()).collect();
-        let blocking = fab.server_blocking();
-        let started = Progress::start(fab.server.as_ref().unwrap().cq, blocking, Duration::from_micros(cfg.progress_sleep_us))
+        let server_cq = fab.server.as_ref().unwrap().cq;
+        let wait = if fab.server_blocking() {
+            let mut fd: i32 = -1;
+            // SAFETY: the CQ is open; FI_GETWAIT writes an int for FI_WAIT_FD.
+            let got = unsafe { ddsfi_control(server_cq as *mut fid, FI_GETWAIT as i32, (&mut fd as *mut i32).cast()) };
+            if got == 0 && fd >= 0 {
+                Wait::Fd { fabric: fab.fabric, fd }
+            } else {
+                Wait::Sread
+            }
+        } else {
+            Wait::Poll(Duration::from_micros(cfg.progress_sleep_us))
+        };
+        let started = Progress::start(server_cq, wait)
             .map_err(|e| err!(Internal, "cannot start the progress thread: {e}"));
         fab.progress = Some(agree(comm, started)?);
         Ok(fab)
@@ -297,7 +309,8 @@ impl Fabric {
                 .map_err(what)?;
             if serve {
                 let server = if fab.server_blocking() {
-                    Endpoint::open(fab.domain, info, fab.av, FI_WAIT_UNSPEC, 64)
+                    Endpoint::open(fab.domain, info, fab.av, FI_WAIT_FD, 64)
+                        .or_else(|_| Endpoint::open(fab.domain, info, fab.av, FI_WAIT_UNSPEC, 64))
                         .or_else(|_| Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64))
                 } else {
                     Endpoint::open(fab.domain, info, fab.av, FI_WAIT_NONE, 64)
