@@ -10,8 +10,9 @@
 //! closed (cancelling what is still in flight) and the call fails with
 //! DDS_ERR_TIMEOUT naming the peers that did not answer.
 //!
-//! Waiting polls the reader's CQ, yielding the CPU between empty polls and
-//! then sleeping with a growing back-off (up to 1 ms), never spinning.
+//! Waiting polls the reader's CQ, yielding the CPU between empty polls for
+//! up to 1 ms without a completion, then sleeping with a growing back-off
+//! (up to 1 ms), never spinning.
 
 use std::os::raw::c_void;
 use std::time::{Duration, Instant};
@@ -21,6 +22,9 @@ use libfabric_sys::*;
 use super::domain::{Fabric, Reader};
 use crate::error::{err, Error, Result};
 use crate::profile::{Counters, Timer};
+
+/// How long a waiting reader yields before it starts to sleep.
+const YIELD_US: u64 = 1000;
 
 /// One contiguous remote read (before splitting into pieces).
 #[derive(Clone, Copy, Debug)]
@@ -123,11 +127,15 @@ impl Call<'_> {
 
     /// One wait step when nothing completed: back off, check the deadline.
     fn idle(&mut self, spins: &mut u32) -> Result<()> {
-        *spins += 1;
-        if *spins < 64 {
+        // Yield for the first YIELD_US without a completion: a sleep costs
+        // at least the kernel's timer slack (~50 us), more than a read over
+        // loopback tcp takes. Only then back off, so a dead peer does not
+        // keep a core busy.
+        if self.last_progress.elapsed() < Duration::from_micros(YIELD_US) {
             std::thread::yield_now();
         } else {
-            let us = 1u64 << ((*spins - 64) / 16).min(10);
+            *spins += 1;
+            let us = 1u64 << (*spins / 16).min(10);
             std::thread::sleep(Duration::from_micros(us));
         }
         if let Some(limit) = self.fab.read_timeout {
