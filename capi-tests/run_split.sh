@@ -73,7 +73,7 @@ launch "$d.extra.log" env DDSTORE_HANDSHAKE_DIR="$d" "$MPIEXEC" -n 2 "$prog" ext
 check "core -n 2 started before extra -n 2: extra" $e "$d.extra.log"
 # Access: the directory the core created is 0700, records and done files 0600.
 modes=$(stat -c '%a %n' "$d" "$d"/*.ddsrec "$d"/ddsdone.* 2>&1)
-if [[ $(stat -c %a "$d") == 700 ]] && ! grep -v '^600 ' <<<"$(tail -n +2 <<<"$modes")" | grep -q .; then
+if [[ $(stat -c %a "$d") == 700 ]] && ! grep -v '^600 ' <<<"$(tail -n +2 <<<"$modes")" | grep . >/dev/null; then
     echo "ok   hand-shake directory 0700, records and done files 0600 ($(wc -l <<<"$modes") checked)"
 else
     echo "FAIL modes:"; sed 's/^/    | /' <<<"$modes"; failed=1

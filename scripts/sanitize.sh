@@ -107,7 +107,9 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
     mkdir -p "$libdir"
     soname=$(objdump -p "$prefix/lib/libddstore.so" | awk '/SONAME/ {print $2}')
     cp "$root/target/asan/x86_64-unknown-linux-gnu/release/libddstore.so" "$libdir/$soname"
-    nm -D "$libdir/$soname" | grep -q __asan_report || { echo "sanitize: $libdir/$soname is not instrumented"; exit 1; }
+    # grep without -q reads all of nm's output: with pipefail, an early exit
+    # of grep -q can kill nm with SIGPIPE and fail this check spuriously.
+    nm -D "$libdir/$soname" | grep __asan_report >/dev/null || { echo "sanitize: $libdir/$soname is not instrumented"; exit 1; }
     echo "sanitize: library built with -Zsanitizer=address ($libdir/$soname)"
   fi
   # detect_leaks: LeakSanitizer at exit. The UCX/MPICH memory hooks are off:
