@@ -411,15 +411,7 @@ impl Store {
     /// remote ones are read with one-sided reads (all posted, then waited for).
     fn batch_onesided(&self, v: &Variable, dst: *mut u8, dst_bytes: usize, idx: &[i64]) -> Result<()> {
         v.check_dst("destination", dst_bytes, idx.len() as i64)?;
-        if let Some(i) = idx.iter().position(|&g| v.layout.check(g).is_err()) {
-            bail!(
-                OutOfRange,
-                "index {i} of the batch, global row {}, is out of range [0, {}) of variable '{}'",
-                idx[i],
-                v.layout.total(),
-                v.name
-            );
-        }
+        v.check_indices(idx, "the")?;
         if idx.is_empty() {
             return Ok(());
         }
@@ -463,14 +455,7 @@ impl Store {
         let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
         let fp = fingerprint(name);
         let range = match &local {
-            Ok((v, idx)) => idx.iter().position(|&g| v.layout.check(g).is_err()).map(|i| {
-                err!(
-                    OutOfRange,
-                    "index {i} of its batch, global row {}, is out of range [0, {}) of variable '{name}'",
-                    idx[i],
-                    v.layout.total()
-                )
-            }),
+            Ok((v, idx)) => v.check_indices(idx, "its").err(),
             Err(_) => None,
         };
         let mut flags = [if local.is_err() { me } else { p }, fp, !fp, if range.is_some() { me } else { p }];

@@ -161,15 +161,7 @@ impl Store {
         if self.method != Method::Mpi {
             // One-sided: check every index first, so no chunk is copied
             // before an error further on.
-            self.with_var(name, |v| match idx.iter().position(|&g| v.layout.check(g).is_err()) {
-                Some(i) => bail!(
-                    OutOfRange,
-                    "index {i} of the batch, global row {}, is out of range [0, {}) of variable '{name}'",
-                    idx[i],
-                    v.layout.total()
-                ),
-                None => Ok(()),
-            })?;
+            self.with_var(name, |v| v.check_indices(idx, "the"))?;
             return self.staged(dev, dst, n, rb, stream, |h, first, k| self.get_batch(name, h, k * rb, Ok(&idx[first..first + k])));
         }
         // Collective: one chunk, so every rank makes exactly one collective

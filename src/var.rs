@@ -60,6 +60,21 @@ impl Variable {
         Ok(())
     }
 
+    /// Checks every index of a batch against the variable's rows; the error
+    /// names the first bad one ("index i of {whose} batch, ...").
+    pub fn check_indices(&self, idx: &[i64], whose: &str) -> Result<()> {
+        match idx.iter().position(|&g| self.layout.check(g).is_err()) {
+            None => Ok(()),
+            Some(i) => bail!(
+                OutOfRange,
+                "index {i} of {whose} batch, global row {}, is out of range [0, {}) of variable '{}'",
+                idx[i],
+                self.layout.total(),
+                self.name
+            ),
+        }
+    }
+
     /// Adds a receive registration; an identical one is a no-op, a partial
     /// overlap with another is refused (ownership of the bytes would be ambiguous).
     /// `on_new` registers a new range with the transport; it runs under the

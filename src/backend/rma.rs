@@ -81,6 +81,10 @@ pub struct Scratch {
     owner: Vec<u32>,
     counts: Vec<c_int>,
     reqs: Vec<mpi_sys::MPI_Request>,
+    /// `SendRecv`: the posted receives, their free slots, completed slots.
+    window: Vec<mpi_sys::MPI_Request>,
+    free: Vec<usize>,
+    done: Vec<c_int>,
 }
 
 /// A variable's data as one batch sees it.
@@ -109,7 +113,7 @@ pub fn exchange(
 ) -> Result<u64> {
     let (me, p) = (comm.rank(), comm.size());
     let rb = src.row_bytes as usize;
-    let Scratch { send, recv, travel, at, owner, counts: rcounts_buf, reqs } = scratch;
+    let Scratch { send, recv, travel, at, owner, counts: rcounts_buf, reqs, window: slots, free, done } = scratch;
     travel.clear();
     at.clear();
     owner.clear();
@@ -174,9 +178,10 @@ pub fn exchange(
         }
         let n = travel.len();
         let window = (per as usize).min(n);
-        let mut slots = vec![unsafe { mpi_sys::RSMPI_REQUEST_NULL }; window];
-        let mut free: Vec<usize> = (0..window).collect();
-        let mut done = Vec::new();
+        slots.clear();
+        slots.resize(window, unsafe { mpi_sys::RSMPI_REQUEST_NULL });
+        free.clear();
+        free.extend(0..window);
         let mut next = 0;
         while next < n || free.len() < window {
             while next < n {
@@ -185,7 +190,7 @@ pub fn exchange(
                 slots[s] = comm.irecv(unsafe { dst.add(at[next] * rb) }, &dtype, owner[next] as usize)?;
                 next += 1;
             }
-            Comm::waitsome(&mut slots, &mut done)?;
+            Comm::waitsome(slots, done)?;
             free.extend(done.iter().map(|&i| i as usize));
         }
         Comm::waitall(reqs)?;
