@@ -13,17 +13,20 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _lib
+from . import _args, _lib
+from ._args import I32, I64, I64_MAX, I64_MIN
 from ._buffers import address, extract, stream_of
 from ._errors import (
-    ArgumentTypeError, BadStateError, GPUBufferError, InvalidArgumentError,
-    MismatchError, error_for,
+    DDS_ERR_INVALID_ARGUMENT, ArgumentTypeError, BadStateError, GPUBufferError,
+    InvalidArgumentError, MismatchError, UnknownVariableError, error_for,
 )
 
 # What a store remembers about a variable: they never change once registered.
 _Var = namedtuple("_Var", "cname total_rows disp itemsize")
 
 _perf = time.perf_counter
+_ndarray = np.ndarray
+_INT64 = np.dtype(np.int64)
 
 
 class PyDDstoreVarinfo:
@@ -32,17 +35,9 @@ class PyDDstoreVarinfo:
     :meth:`PyDDStore.info` instead."""
 
 
-def _as_int(value, what):
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ArgumentTypeError(f"{what} must be an int, got {type(value).__name__}") from None
-
-
-def _cname(name):
-    if type(name) is not str:
-        raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}")
-    return name.encode("utf-8")
+_as_int = _args.to_int  # (value, what, bounds=I64): checked against the C type
+_cname = _args.cname
+_row = _args.row
 
 
 def _comm_self_f():
@@ -64,9 +59,9 @@ class PyDDStore:
         self._h = None  # first, so __del__ works whatever fails below
         self._vars = {}
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
-        method = _as_int(method, "method")
-        n_core = _as_int(n_core, "n_core")
-        width = 0 if ddstore_width is None else _as_int(ddstore_width, "ddstore_width")
+        method = _as_int(method, "method", I32)
+        n_core = _as_int(n_core, "n_core", I32)
+        width = 0 if ddstore_width is None else _as_int(ddstore_width, "ddstore_width", I32)
         if handshake_dir is None:
             handshake_dir = ""
         if not isinstance(handshake_dir, (str, os.PathLike)):
@@ -104,6 +99,7 @@ class PyDDStore:
         self._py_sync = 0.0
 
         lib = self._lib = _lib.load()
+        self._mpi_finalized = lib.MPI_Finalized
         # Bound once: a read then costs one attribute lookup, not three.
         self._c_get = lib.dds_get
         self._c_get_batch = lib.dds_get_batch
@@ -118,8 +114,8 @@ class PyDDStore:
         self._check(lib.dds_options_init(ctypes.byref(opts)))
         opts.method, opts.role, opts.width, opts.n_core = method, role, width, n_core
         # dds_create copies the strings; these locals keep them alive until then.
-        hs = handshake_dir.encode() if handshake_dir else None
-        nm = nic_map.encode() if nic_map else None
+        hs = _args.cstring(handshake_dir, "handshake_dir") if handshake_dir else None
+        nm = _args.cstring(nic_map, "nic_map") if nic_map else None
         opts.handshake_dir, opts.nic_map = hs, nm
         handle = ctypes.c_void_p()
         self._check(lib.dds_create(comm_f, ctypes.byref(opts), ctypes.byref(handle)))
@@ -132,14 +128,19 @@ class PyDDStore:
             raise error_for(rc, _lib.last_error(self._lib))
 
     def _handle(self):
+        """The C handle of a live store: BadStateError once freed or once MPI is
+        finalized (so a call answered from Python's caches cannot succeed then)."""
         h = self._h
         if h is None:
             raise BadStateError("this PyDDStore has been freed")
+        flag = ctypes.c_int(0)
+        if self._mpi_finalized(ctypes.byref(flag)) == 0 and flag.value:
+            raise BadStateError("MPI has been finalized: this PyDDStore can only be freed")
         return h
 
     def _var(self, name):
         """Cached description of `name`; UnknownVariableError (IndexError) if absent."""
-        var = self._vars.get(name)
+        var = self._vars.get(name) if type(name) is str else None
         if var is None:
             cname = _cname(name)
             info = _lib.DdsVarInfo()
@@ -153,19 +154,30 @@ class PyDDStore:
         # Method 0's get_batch is collective (add and init are for every method).
         return self._method == 0
 
-    def _refuse_register(self, h, name):
-        """Fails a collective registration on every rank after a local error.
+    def _fail_collective(self, call, name, exc):
+        """Takes part in collective `call` (_lib.DDS_CALL_*) as a failing rank,
+        after `exc` was raised here before the C call: every rank then fails
+        with this rank's status and message (the lowest failing rank's, when
+        several fail), instead of the others waiting in the collective."""
+        h = self._h
+        if h is None:
+            return
+        status = getattr(exc, "status", None) or DDS_ERR_INVALID_ARGUMENT
+        message = (str(exc) or type(exc).__name__).encode("utf-8", "replace").replace(b"\0", b"?")
+        fail = getattr(self._lib, "dds_fail_collective", None)
+        if fail is None:  # TEMPORARY until main has dds_fail_collective
+            if call == 2:
+                self._c_get_batch(h, _args.safe_cname(name), None, 0, None, -1)
+            else:
+                self._lib.dds_init(h, _args.safe_cname(name), -1, 1, 1)
+            return
+        fail(h, call, _args.safe_cname(name), status, message)
 
-        Raising on this rank alone would leave the others waiting inside
-        dds_add; a negative row count is refused by the library on all ranks.
-        """
-        cname = name.encode("utf-8", "replace") if isinstance(name, str) and name else b"?"
-        self._lib.dds_init(h, cname, -1, 1, 1)
+    def _refuse_register(self, h, name, exc):
+        self._fail_collective(_lib.DDS_CALL_ADD, name, exc)
 
-    def _refuse_batch(self, h, name):
-        """As _refuse_register, for method 0's collective get_batch."""
-        cname = name.encode("utf-8", "replace") if isinstance(name, str) and name else b"?"
-        self._c_get_batch(h, cname, None, 0, None, -1)
+    def _refuse_batch(self, h, name, exc):
+        self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
 
     def _itemsize_check(self, var, name, itemsize):
         if itemsize != var.itemsize:
@@ -208,8 +220,8 @@ class PyDDStore:
             ptr, nbytes, itemsize, rows, row_elems, gpu = extract(arr, "arr")
             if gpu:
                 self._device(arr, ptr, nbytes, name, "source")
-        except Exception:
-            self._refuse_register(h, name)
+        except Exception as exc:
+            self._refuse_register(h, name, exc)
             raise
         self._check(self._lib.dds_add(h, cname, ptr, nbytes, rows, row_elems, itemsize))
 
@@ -220,9 +232,9 @@ class PyDDStore:
             cname = _cname(name)
             nrows = _as_int(nrows, "nrows")
             disp = _as_int(disp, "disp")
-            itemsize = _as_int(itemsize, "itemsize")
-        except Exception:
-            self._refuse_register(h, name)
+            itemsize = _as_int(itemsize, "itemsize", I32)
+        except Exception as exc:
+            self._refuse_register(h, name, exc)
             raise
         self._check(self._lib.dds_init(h, cname, nrows, disp, itemsize))
 
@@ -253,7 +265,7 @@ class PyDDStore:
         if gpu:
             self._device(arr, ptr, nbytes, name, "source")
         self._itemsize_check(var, name, itemsize)
-        self._check(self._lib.dds_update(h, var.cname, ptr, nbytes, _as_int(offset, "offset")))
+        self._check(self._lib.dds_update(h, var.cname, ptr, nbytes, _row(offset, "offset")))
 
     # -- reads -----------------------------------------------------------------
 
@@ -263,16 +275,21 @@ class PyDDStore:
         h = self._h
         if h is None:
             self._handle()  # raises
-        var = self._vars.get(name) or self._var(name)
+        try:
+            var = self._vars.get(name) or self._var(name)
+        except TypeError:  # an unhashable name
+            var = self._var(name)
         ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
         if itemsize != var.itemsize:
             self._itemsize_check(var, name, itemsize)
+        if type(start) is not int or not I64_MIN <= start <= I64_MAX:
+            start = _row(start, "start")
         if gpu:
             # Ordered on torch's current stream: later work on it sees the rows.
-            rc = self._c_get_stream(h, var.cname, ptr, nbytes, operator.index(start), rows,
+            rc = self._c_get_stream(h, var.cname, ptr, nbytes, start, rows,
                                     self._device(arr, ptr, nbytes, name, "destination"))
         else:
-            rc = self._c_get(h, var.cname, ptr, nbytes, operator.index(start), rows)
+            rc = self._c_get(h, var.cname, ptr, nbytes, start, rows)
         if rc:
             self._check(rc)
         if self._prof:
@@ -286,20 +303,25 @@ class PyDDStore:
         if h is None:
             self._handle()  # raises
         try:
-            var = self._vars.get(name) or self._var(name)
+            try:
+                var = self._vars.get(name) or self._var(name)
+            except TypeError:  # an unhashable name
+                var = self._var(name)
             ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
             stream = self._device(arr, ptr, nbytes, name, "destination") if gpu else None
             if itemsize != var.itemsize:
                 self._itemsize_check(var, name, itemsize)
-            idx = np.ascontiguousarray(indices, dtype=np.int64)
-            if idx.ndim != 1:
-                raise InvalidArgumentError("indices must be one-dimensional")
+            if type(indices) is _ndarray and indices.dtype == _INT64 and indices.ndim == 1 \
+                    and indices.flags.c_contiguous:
+                idx = indices  # the hot path: no copy, no per-element work
+            else:
+                idx = _args.indices(indices)
             n = idx.shape[0]
             if rows != n:
                 raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
-        except Exception:
+        except Exception as exc:
             if self._collective():
-                self._refuse_batch(h, name)
+                self._refuse_batch(h, name, exc)
             raise
         if gpu:
             rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, address(idx), n, stream)
@@ -326,18 +348,20 @@ class PyDDStore:
     def unregister_recv(self, name, arr):
         """Undoes register_recv for the buffer starting where `arr` starts."""
         h = self._handle()
+        var = self._var(name)  # UnknownVariableError for an unknown name, on every method
         ptr = extract(arr, "arr", check_dtype=False)[0]
         if (name, ptr) not in self._recv:
             if self._method == 0:
                 return  # DDStore 3.0 ignores this for method 0
             raise InvalidArgumentError(f"buffer is not registered for '{name}'")
-        self._check(self._lib.dds_unregister_recv(h, self._var(name).cname, ptr))
+        self._check(self._lib.dds_unregister_recv(h, var.cname, ptr))
         del self._recv[(name, ptr)]
 
     # -- queries ---------------------------------------------------------------
 
     def info(self, name):
         """(total_rows, disp, itemsize) of `name`."""
+        self._handle()  # the answer may come from the cache: refuse it after free or MPI_Finalize
         var = self._var(name)
         return var.total_rows, var.disp, var.itemsize
 

@@ -33,6 +33,13 @@ DDS_PATH_HOST_ONLY = 0
 DDS_PATH_STAGED = 1
 DDS_PATH_GPUDIRECT = 2
 DDS_PATH_REFUSED = 3
+# dds_fail_collective's `call`: the collective a failing rank takes part in.
+DDS_CALL_ADD = 1  # dds_add or dds_init
+DDS_CALL_GET_BATCH = 2
+DDS_CALL_REMOVE = 3
+DDS_CALL_EPOCH_BEGIN = 4
+DDS_CALL_EPOCH_END = 5
+DDS_CALL_WAIT_EXTRAS = 6
 
 # -- structs (field order and types as in ddstore.h) ------------------------
 

@@ -3,7 +3,8 @@
     mpiexec -n 2 python free_after_finalize.py
 
 Stores still alive when MPI is finalised must be releasable without error or
-hang: explicitly (free, twice), from a __del__, and at interpreter exit.
+hang: explicitly (free, twice), from a __del__, and at interpreter exit; every
+other call on them raises BadStateError (info too, whose answer Python caches).
 Exits non-zero if anything raised where it should not. The stores use
 method $PYDDSTORE_TEST_METHOD (default 0).
 """
@@ -70,6 +71,33 @@ def main():
     except RuntimeError as exc:
         if "finalized" not in str(exc):
             failures.append(f"unexpected message: {exc}")
+    # Every other call raises BadStateError naming MPI_Finalize, including
+    # those Python could answer from its cache of variable info ("x" is
+    # cached: it was read above).
+    rows = np.full((1, 2), 5, np.int32)
+    after = {
+        "info": lambda: explicit.info("x"),
+        "update": lambda: explicit.update("x", rows, 0),
+        "get_profile": lambda: explicit.get_profile("x"),
+        "get_batch": lambda: explicit.get_batch("x", out, [0]),
+        "register_recv": lambda: explicit.register_recv("x", out),
+        "unregister_recv": lambda: explicit.unregister_recv("x", out),
+        "device_path": lambda: explicit.device_path("x"),
+        "epoch_begin": lambda: explicit.epoch_begin(),
+        "epoch_end": lambda: explicit.epoch_end(),
+        "add": lambda: explicit.add("z", rows),
+        "init": lambda: explicit.init("z", 1, 1, 4),
+        "info of a sub-communicator store": lambda: on_sub.info("y"),
+    }
+    for what, call in after.items():
+        try:
+            call()
+            failures.append(f"{what} after finalize did not raise")
+        except dds.BadStateError as exc:
+            if "finalized" not in str(exc):
+                failures.append(f"{what} after finalize: message {exc} does not say finalized")
+        except Exception as exc:
+            failures.append(f"{what} after finalize raised {type(exc).__name__}: {exc}, not BadStateError")
     for store in (explicit, on_sub):
         try:
             store.free()
