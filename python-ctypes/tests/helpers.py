@@ -62,3 +62,31 @@ def agree(comm, ok):
 def shards(comm, local):
     """The whole variable: every rank's shard concatenated in rank order."""
     return np.concatenate(comm.allgather(local))
+
+
+class RankChecks:
+    """Named checks of one test on this rank, reported together.
+
+    ``ck(cond, what)`` records `what` when `cond` is false (and returns
+    bool(cond)); ``ck.done(extra)`` all-gathers every rank's failures and
+    raises AssertionError on every rank naming each failed check and its
+    rank, so a failure on one rank neither hangs the others nor hides which
+    check failed. Call done() on every rank, once, at the end.
+    """
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.failed = []
+
+    def __call__(self, cond, what):
+        ok = bool(cond)
+        if not ok:
+            self.failed.append(what)
+        return ok
+
+    def done(self, extra=None):
+        every = self.comm.allgather(self.failed)
+        bad = [f"rank {r}: {w}" for r, ws in enumerate(every) for w in ws]
+        if bad and extra is not None:
+            bad.append(f"(rank {self.comm.rank}: {extra})")
+        assert not bad, "failed checks: " + "; ".join(bad)

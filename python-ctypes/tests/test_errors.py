@@ -14,7 +14,7 @@ import pytest
 import pyddstore as dds
 from pyddstore import _errors, _lib
 from pyddstore._buffers import address
-from helpers import METHODS, UNAVAILABLE, agree, handshake_dir, make_store
+from helpers import RankChecks, METHODS, UNAVAILABLE, agree, handshake_dir, make_store
 
 # status -> the builtin DDStore 3.0 raises there (see docs/python.md)
 BUILTIN = {
@@ -291,17 +291,18 @@ def test_add_error_on_one_rank_only(comm, method):
     """A local error in a collective add fails the add on every rank."""
     store = make_store(comm, method)
     arr = np.zeros((2, 3), np.float16 if comm.rank == comm.size - 1 else np.float32)
+    ck = RankChecks(comm)
     try:
         store.add("y", arr)
-        ok = False
+        ck(False, "add with a float16 array on the last rank did not raise")
     except NotImplementedError:
-        ok = comm.rank == comm.size - 1
+        ck(comm.rank == comm.size - 1, "NotImplementedError on a rank whose array was good")
     except ValueError as exc:
-        ok = comm.rank != comm.size - 1 and f"rank {comm.size - 1}" in str(exc)
+        ck(comm.rank != comm.size - 1 and f"rank {comm.size - 1}" in str(exc), f"message {exc} lacks the failing rank")
     store.add("y", np.zeros((2, 3), np.float32))  # the name is still free
-    ok &= store.info("y") == (2 * comm.size, 3, 4)
+    ck(store.info("y") == (2 * comm.size, 3, 4), 'store.info("y") == (2 * comm.size, 3, 4)')
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -445,12 +446,13 @@ class Matrix:
         idx = np.arange(self.n - 1, -1, -1, dtype=np.int64)
         self.s.get_batch("v", out, idx)
         want = np.stack([_value(g) for g in idx])
-        ok = np.array_equal(out, want)
+        ck = RankChecks(self.comm)
+        ck(np.array_equal(out, want), 'np.array_equal(out, want)')
         row = np.empty((1, ELEMS), np.float64)
         for g in range(self.n):
             self.s.get("v", row, g)
-            ok &= np.array_equal(row[0], _value(g))
-        assert agree(self.comm, ok), "a row changed or could not be read after the bad inputs"
+            ck(np.array_equal(row[0], _value(g)), 'np.array_equal(row[0], _value(g))')
+        ck.done("a row changed or could not be read after the bad inputs")
 
 
 @pytest.fixture(params=METHODS)

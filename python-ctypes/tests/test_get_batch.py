@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import METHODS, agree, make_store
+from helpers import RankChecks, METHODS, make_store
 
 ROWS, COLS = 16, 5
 
@@ -41,9 +41,10 @@ def test_batch_all_ranks_shuffled_with_repeats(comm, method):
     idx[:comm.size] = np.arange(comm.size) * ROWS  # touch every shard
     out = np.empty((len(idx), COLS), np.float32)
     store.get_batch("x", out, idx)
-    ok = np.array_equal(out, expected(idx))
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, expected(idx)), 'np.array_equal(out, expected(idx))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -55,9 +56,10 @@ def test_batch_matches_per_row_get(comm, method):
     one = np.empty((len(idx), COLS), np.float32)
     for i, g in enumerate(idx):
         store.get("x", one[i:i + 1], g)
-    ok = np.array_equal(batch, one) and np.array_equal(batch, expected(idx))
+    ck = RankChecks(comm)
+    ck(np.array_equal(batch, one) and np.array_equal(batch, expected(idx)), 'np.array_equal(batch, one) and np.array_equal(batch, expected(idx))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -66,9 +68,10 @@ def test_batch_single_row(comm, method):
     g = ((comm.rank + 1) % comm.size) * ROWS + 3
     out = np.empty((1, COLS), np.float32)
     store.get_batch("x", out, [g])
-    ok = np.array_equal(out, expected([g]))
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, expected([g])), 'np.array_equal(out, expected([g]))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -78,10 +81,11 @@ def test_batch_empty_on_some_ranks(comm, method):
     idx = np.arange(comm.rank) * 7 % (ROWS * comm.size)
     out = np.empty((len(idx), COLS), np.float32)
     store.get_batch("x", out, idx)
-    ok = np.array_equal(out, expected(idx))
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, expected(idx)), 'np.array_equal(out, expected(idx))')
     store.get_batch("x", np.empty((0, COLS), np.float32), [])
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -94,9 +98,10 @@ def test_batch_dtypes(comm, method, dtype):
     store = setup_store(comm, method, dtype)
     out = np.empty((len(idx), COLS), dtype)
     store.get_batch("x", out, idx)
-    ok = np.array_equal(out, expected(idx, dtype))
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, expected(idx, dtype)), 'np.array_equal(out, expected(idx, dtype))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -106,11 +111,12 @@ def test_batch_indices_list_and_int32(comm, method):
     idx = [1, ROWS * comm.size - 1]
     out = np.empty((2, COLS), np.float32)
     store.get_batch("x", out, idx)
-    ok = np.array_equal(out, expected(idx))
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, expected(idx)), 'np.array_equal(out, expected(idx))')
     store.get_batch("x", out, np.array(idx, np.int32))
-    ok &= np.array_equal(out, expected(idx))
+    ck(np.array_equal(out, expected(idx)), 'np.array_equal(out, expected(idx))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -128,9 +134,10 @@ def test_batch_errors_leave_store_usable(comm, method):
     idx = [total - 1, 0]
     out = np.empty((2, COLS), np.float32)
     store.get_batch("x", out, idx)
-    ok = np.array_equal(out, expected(idx))
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, expected(idx)), 'np.array_equal(out, expected(idx))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -146,17 +153,18 @@ def test_batch_error_on_one_rank_only(comm, method):
         store.get_batch("x", out, idx)
     except ValueError as exc:
         raised = exc
+    ck = RankChecks(comm)
     if comm.rank == 0:
-        ok = raised is not None and "Invalid data type" in str(raised)
+        ck(raised is not None and "Invalid data type" in str(raised), f"rank 0 raised {raised!r}")
     elif method == 0:
-        ok = raised is not None and "rank 0" in str(raised)
+        ck(raised is not None and "rank 0" in str(raised), f"raised {raised!r}, not naming rank 0")
     else:
-        ok = raised is None  # one-sided: only the faulty rank fails
+        ck(raised is None, f"one-sided: only the faulty rank fails, but this one raised {raised!r}")
     out = np.empty((2, COLS), np.float32)
     store.get_batch("x", out, idx)
-    ok &= np.array_equal(out, expected(idx))
+    ck(np.array_equal(out, expected(idx)), 'np.array_equal(out, expected(idx))')
     teardown_store(comm, store)
-    assert agree(comm, ok)
+    ck.done()
 
 
 def _reader(store, pool, iterations, total, seed, errors):
@@ -197,8 +205,9 @@ def test_register_recv_pool(comm, method):
             t.start()
         for t in threads:
             t.join()
-    ok = not errors
-    ok &= store.get_profile("x")["mr_miss"] == before
+    ck = RankChecks(comm)
+    ck(not errors, 'not errors')
+    ck(store.get_profile("x")["mr_miss"] == before, 'store.get_profile("x")["mr_miss"] == before')
     for pool in pools:
         store.unregister_recv("x", pool)
     if method == 0:
@@ -208,9 +217,9 @@ def test_register_recv_pool(comm, method):
             store.unregister_recv("x", pools[0])
     # An unregistered buffer still works as a destination.
     store.get_batch("x", pools[0][:2], [0, total - 1])
-    ok &= np.array_equal(pools[0][:2], expected([0, total - 1]))
+    ck(np.array_equal(pools[0][:2], expected([0, total - 1])), 'np.array_equal(pools[0][:2], expected([0, total - 1]))')
     teardown_store(comm, store)
-    assert agree(comm, ok), errors
+    ck.done(errors)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -227,10 +236,11 @@ def test_wide_rows(comm, method):
     out = np.empty((3, width), np.float32)
     store.epoch_begin()
     store.get_batch("w", out, idx)
-    ok = np.array_equal(out, want)
+    ck = RankChecks(comm)
+    ck(np.array_equal(out, want), 'np.array_equal(out, want)')
     one = np.empty((1, width), np.float32)
     store.get("w", one, idx[0])
-    ok &= np.array_equal(one[0], want[0])
+    ck(np.array_equal(one[0], want[0]), 'np.array_equal(one[0], want[0])')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()

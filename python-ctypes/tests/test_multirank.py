@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from helpers import METHODS, agree, handshake_dir, make_store
+from helpers import RankChecks, METHODS, handshake_dir, make_store
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -12,14 +12,14 @@ def test_remote_get_all_ranks(comm, method):
     store = make_store(comm, method)
     store.add("x", np.full((8, 4), comm.rank + 1, np.float32))
     out = np.empty((1, 4), np.float32)
-    ok = True
+    ck = RankChecks(comm)
     store.epoch_begin()
     for r in range(comm.size):
         store.get("x", out, 8 * r)
-        ok &= bool((out == r + 1).all())
+        ck(bool((out == r + 1).all()), 'bool((out == r + 1).all())')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -28,14 +28,14 @@ def test_remote_get_last_row(comm, method):
     store = make_store(comm, method)
     store.add("x", local)
     out = np.empty((1, 4), np.int64)
-    ok = True
+    ck = RankChecks(comm)
     store.epoch_begin()
     for r in range(comm.size):
         store.get("x", out, 8 * r + 7)
-        ok &= bool(np.array_equal(out[0], np.arange(28, 32) + 1000 * r))
+        ck(bool(np.array_equal(out[0], np.arange(28, 32) + 1000 * r)), 'bool(np.array_equal(out[0], np.arange(28, 32) + 1000 * r))')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -44,14 +44,14 @@ def test_init_update_remote_get(comm, method):
     store.init("x", 8, 4, itemsize=4)
     store.update("x", np.full((8, 4), comm.rank + 10, np.int32), 0)
     out = np.empty((1, 4), np.int32)
-    ok = True
+    ck = RankChecks(comm)
     store.epoch_begin()  # makes every rank's update visible
     for r in range(comm.size):
         store.get("x", out, 8 * r + 3)
-        ok &= bool((out == r + 10).all())
+        ck(bool((out == r + 10).all()), 'bool((out == r + 10).all())')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -60,16 +60,16 @@ def test_multiple_variables_remote(comm, method):
     store.add("a", np.full((8, 4), comm.rank + 1, np.float64))
     store.add("b", np.full((8, 4), comm.rank + 100, np.float64))
     out = np.empty((1, 4), np.float64)
-    ok = True
+    ck = RankChecks(comm)
     store.epoch_begin()
     for r in range(comm.size):
         store.get("a", out, 8 * r)
-        ok &= bool((out == r + 1).all())
+        ck(bool((out == r + 1).all()), 'bool((out == r + 1).all())')
         store.get("b", out, 8 * r + 7)
-        ok &= bool((out == r + 100).all())
+        ck(bool((out == r + 100).all()), 'bool((out == r + 100).all())')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -80,18 +80,19 @@ def test_uneven_and_zero_row_shards(comm, method):
     store = make_store(comm, method)
     store.add("x", local)
     total = sum(range(comm.size))
-    ok = store.info("x") == (total, 3, 4)
+    ck = RankChecks(comm)
+    ck(store.info("x") == (total, 3, 4), 'store.info("x") == (total, 3, 4)')
     out = np.empty((1, 3), np.int32)
     store.epoch_begin()
     g = 0
     for r in range(comm.size):
         for _ in range(r):
             store.get("x", out, g)
-            ok &= bool((out == r).all())
+            ck(bool((out == r).all()), 'bool((out == r).all())')
             g += 1
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -111,18 +112,19 @@ def test_ddstore_width(comm, method):
         kw["handshake_dir"] = handshake_dir(f"-g{group}")
     store = make_store(comm, method, **kw)
     store.add("x", np.full((8, 4), rank + 1, np.float32))
-    ok = store.info("x") == (8 * len(members), 4, 4)
+    ck = RankChecks(comm)
+    ck(store.info("x") == (8 * len(members), 4, 4), 'store.info("x") == (8 * len(members), 4, 4)')
     out = np.empty((1, 4), np.float32)
     store.epoch_begin()
     for i, member in enumerate(members):
         store.get("x", out, 8 * i)
-        ok &= bool((out == member + 1).all())
+        ck(bool((out == member + 1).all()), 'bool((out == member + 1).all())')
     store.epoch_end()
     # Rows past the group's end are out of range: the groups are independent.
     try:
         store.get("x", out, 8 * len(members))
-        ok = False
+        ck(False, "a row past the group's end was read")
     except IndexError:
         pass
     store.free()
-    assert agree(comm, ok)
+    ck.done()

@@ -4,7 +4,7 @@ basic errors. Each rank holds a shard whose values identify its global rows."""
 import numpy as np
 import pytest
 
-from helpers import METHODS, agree, make_store, shards
+from helpers import RankChecks, METHODS, make_store, shards
 
 DTYPES = [np.int32, np.int64, np.uint8, np.float32, np.float64, np.bool_]
 
@@ -38,10 +38,11 @@ def test_add_get_dtypes(comm, method, dtype):
     local = local_rows(comm, 4, 4, dtype)
     store = make_store(comm, method)
     store.add("x", local)
-    ok = read_all(store, "x", shards(comm, local))
-    ok &= store.info("x") == (4 * comm.size, 4, np.dtype(dtype).itemsize)
+    ck = RankChecks(comm)
+    ck(read_all(store, "x", shards(comm, local)), 'read_all(store, "x", shards(comm, local))')
+    ck(store.info("x") == (4 * comm.size, 4, np.dtype(dtype).itemsize), 'store.info("x") == (4 * comm.size, 4, np.dtype(dtype).itemsize)')
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -50,18 +51,20 @@ def test_init_update_get(comm, method):
     store.init("x", 4, 8, itemsize=4)
     data = local_rows(comm, 4, 8, np.float32)
     store.update("x", data, 0)
-    ok = read_all(store, "x", shards(comm, data))
+    ck = RankChecks(comm)
+    ck(read_all(store, "x", shards(comm, data)), 'read_all(store, "x", shards(comm, data))')
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_init_is_zero_filled(comm, method):
     store = make_store(comm, method)
     store.init("z", 3, 2, itemsize=8)
-    ok = read_all(store, "z", np.zeros((3 * comm.size, 2), np.int64))
+    ck = RankChecks(comm)
+    ck(read_all(store, "z", np.zeros((3 * comm.size, 2), np.int64)), 'read_all(store, "z", np.zeros((3 * comm.size, 2), np.int64))')
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -74,12 +77,13 @@ def test_update_partial(comm, method):
     out = np.empty((1, 4), np.float32)
     base = 8 * comm.rank
     store.get("x", out, base)
-    ok = bool((out == 1.0).all())
+    ck = RankChecks(comm)
+    ck(bool((out == 1.0).all()), 'bool((out == 1.0).all())')
     store.get("x", out, base + 4)
-    ok &= bool((out == 2.0).all())
+    ck(bool((out == 2.0).all()), 'bool((out == 2.0).all())')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -87,10 +91,11 @@ def test_multiple_variables(comm, method):
     store = make_store(comm, method)
     store.add("a", np.full((4, 4), 1.0, np.float32))
     store.add("b", np.full((4, 4), 2.0, np.float32))
-    ok = read_all(store, "a", np.full((4 * comm.size, 4), 1.0, np.float32))
-    ok &= read_all(store, "b", np.full((4 * comm.size, 4), 2.0, np.float32))
+    ck = RankChecks(comm)
+    ck(read_all(store, "a", np.full((4 * comm.size, 4), 1.0, np.float32)), 'read_all(store, "a", np.full((4 * comm.size, 4), 1.0, np.float32))')
+    ck(read_all(store, "b", np.full((4 * comm.size, 4), 2.0, np.float32)), 'read_all(store, "b", np.full((4 * comm.size, 4), 2.0, np.float32))')
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -146,14 +151,14 @@ def test_start_accepts_numpy_integers(comm, method):
     store = make_store(comm, method)
     store.add("x", local)
     out = np.empty((1, 3), np.int64)
-    ok = True
+    ck = RankChecks(comm)
     store.epoch_begin()
     for start in (np.int64(whole.shape[0] - 1), np.int32(1), np.uint64(2), 3):
         store.get("x", out, start)
-        ok &= bool(np.array_equal(out[0], whole[int(start)]))
+        ck(bool(np.array_equal(out[0], whole[int(start)])), 'bool(np.array_equal(out[0], whole[int(start)]))')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -164,10 +169,10 @@ def test_get_several_rows_of_one_shard(comm, method):
     store.add("x", local)
     out = np.empty((4, 2), np.float64)
     store.epoch_begin()
-    ok = True
+    ck = RankChecks(comm)
     for r in range(comm.size):
         store.get("x", out, 6 * r + 1)
-        ok &= bool(np.array_equal(out, whole[6 * r + 1:6 * r + 5]))
+        ck(bool(np.array_equal(out, whole[6 * r + 1:6 * r + 5])), 'bool(np.array_equal(out, whole[6 * r + 1:6 * r + 5]))')
     store.epoch_end()
     store.free()
-    assert agree(comm, ok)
+    ck.done()

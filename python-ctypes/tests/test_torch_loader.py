@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from helpers import agree
+from helpers import RankChecks, agree
 from pyddstore.torch import ThreadDataLoader
 from torch_helpers import Checks, TupleSource
 
@@ -108,10 +108,11 @@ def test_thread_loader_default_prefetch(comm):
     ds = Counting()
     loader = ThreadDataLoader(ds, batch_size=2, num_workers=3, collate_fn=lambda b: b)
     it = iter(loader)
-    ok = settled(lambda: len(ds.fetched), 6) == 6
+    ck = RankChecks(comm)
+    ck(settled(lambda: len(ds.fetched), 6) == 6, 'settled(lambda: len(ds.fetched), 6) == 6')
     it.close()
     loader.close()
-    assert agree(comm, ok), len(ds.fetched)
+    ck.done(len(ds.fetched))
 
 
 def test_thread_loader_random_draws_match_dataloader(comm):
@@ -219,10 +220,11 @@ def test_thread_loader_affinity(comm, monkeypatch):
         masks.setdefault(tid, set()).add(mask)
     pinned, full = frozenset(cpus[-1:]), frozenset(cpus)
     seen = set().union(*masks.values())
-    ok = all(len(m) == 1 for m in masks.values())  # a thread's mask never changes
-    ok &= len(masks) == 2 and seen == {pinned, full}
-    ok &= os.sched_getaffinity(0) == set(cpus)  # the calling thread is untouched
-    assert agree(comm, ok), (cpus, masks)
+    ck = RankChecks(comm)
+    ck(all(len(m) == 1 for m in masks.values()), f"a thread's mask changed: {masks}")
+    ck(len(masks) == 2 and seen == {pinned, full}, 'len(masks) == 2 and seen == {pinned, full}')
+    ck(os.sched_getaffinity(0) == set(cpus), "the calling thread's affinity changed")
+    ck.done((cpus, masks))
 
 
 def test_thread_loader_affinity_off_by_default(comm, monkeypatch):
@@ -232,8 +234,9 @@ def test_thread_loader_affinity_off_by_default(comm, monkeypatch):
     loader = ThreadDataLoader(ds, batch_size=1, num_workers=2, collate_fn=lambda b: b)
     list(loader)
     loader.close()
-    ok = len({tid for tid, _ in ds.where}) == 2 and all(mask == cpus for _, mask in ds.where)
-    assert agree(comm, ok)
+    ck = RankChecks(comm)
+    ck(len({tid for tid, _ in ds.where}) == 2 and all(mask == cpus for _, mask in ds.where), 'len({tid for tid, _ in ds.where}) == 2 and all(mask == cpus for _, mask in ds.where)')
+    ck.done()
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -250,3 +253,4 @@ def test_thread_loader_samplers(comm, workers):
     got = list(ThreadDataLoader(data, batch_size=4, drop_last=True, **kw))
     c.same(got, list(DataLoader(data, batch_size=4, drop_last=True)), "drop_last")
     assert agree(comm, c.ok), c.errors
+
