@@ -18,6 +18,7 @@ docs/pytorch.md.
 """
 
 import collections
+import hashlib
 import concurrent.futures
 import json
 import logging
@@ -30,6 +31,9 @@ import time
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
+
+from . import _args  # numpy only: the store (_core, _lib) is loaded on first use
+from ._errors import InvalidArgumentError
 
 try:  # the helper DataLoader itself uses for pin_memory=True
     from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
@@ -221,7 +225,12 @@ def _share(total, parts, i):
 
 
 def _safe_name(name):
-    return name.replace("/", "_").replace(".", "_")
+    """The hand-shake file stem of dataset `name`: a readable part (characters
+    other than letters, digits, '-' and '_' become '_', at most 64) and a hash
+    of the exact name, so that distinct names ('a.b', 'a_b') never share a file."""
+    exact = name.encode("utf-8", "surrogatepass")
+    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "_" for c in name[:64])
+    return f"{readable}-{hashlib.sha256(exact).hexdigest()[:16]}"
 
 
 def _handshake_dir(handshake_dir):
@@ -342,16 +351,17 @@ class _StoredDataset(Dataset):
             return torch.empty((n, f.width), dtype=f.tdtype, device=self._device)
         return np.empty((n, f.width), f.dtype)
 
-    def _fail_collective(self):
-        """After a local error that precedes a method-0 batched read: takes part
-        in that collective with an invalid request, so that the other ranks'
-        read fails too instead of waiting for this rank."""
+    def _fail_collective(self, exc):
+        """After local error `exc` that precedes a method-0 batched read: takes
+        part in that collective as a failing rank (dds_fail_collective), so the
+        other ranks' read fails too, naming this rank and `exc`, instead of
+        waiting for this rank."""
         store = self.ddstore
         if store is None or getattr(store, "method", None) != 0 or not self._fields:
             return
-        f = self._fields[0]
+        from ._lib import DDS_CALL_GET_BATCH
         try:
-            store.get_batch(f.var, np.empty((0, f.width), f.dtype), np.zeros(1, np.int64))
+            store._fail_collective(DDS_CALL_GET_BATCH, self._fields[0].var, exc)
         except Exception:
             pass
 
@@ -370,18 +380,26 @@ class _StoredDataset(Dataset):
                     raise ValueError(f"{self.name}: out[{f.key!r}] has shape {shape}, need at least "
                                      f"({n}, {f.width}) (use alloc())")
                 bufs.append(b[:n])
-        except Exception:
-            self._fail_collective()
+        except Exception as exc:
+            self._fail_collective(exc)
             raise
         for f, b in zip(fields, bufs):
             self.ddstore.get_batch(f.var, b, idx)
         return bufs
 
-    @staticmethod
-    def _indices(rows):
-        if isinstance(rows, torch.Tensor):
-            rows = rows.detach().cpu().numpy()
-        return np.ascontiguousarray(np.asarray(rows, dtype=np.int64).reshape(-1))
+    def _indices(self, rows):
+        """Global row numbers as int64, checked as PyDDStore.get_batch checks
+        them (no silent wrap of floats or huge values); a refusal fails the
+        method-0 collective on every rank."""
+        try:
+            if isinstance(rows, torch.Tensor):
+                rows = rows.detach().cpu().numpy()
+            if isinstance(rows, np.ndarray):
+                rows = rows.reshape(-1)
+            return _args.indices(rows)
+        except Exception as exc:
+            self._fail_collective(exc)
+            raise
 
     # -- the reading API ----------------------------------------------------
 
@@ -440,8 +458,8 @@ class _StoredDataset(Dataset):
         idx = self._indices(rows)
         try:
             sel = self._select(fields)
-        except KeyError:
-            self._fail_collective()
+        except KeyError as exc:
+            self._fail_collective(exc)
             raise
         bufs = self._read(idx, sel, out)
         n = len(idx)
@@ -741,7 +759,7 @@ class WindowedDataset(Dataset):
     def _fail(self, exc):
         fail = getattr(self.ds, "_fail_collective", None)
         if fail is not None:
-            fail()
+            fail(exc)
         raise exc
 
     def _normalise(self, i):
@@ -903,6 +921,12 @@ class ThreadDataLoader(DataLoader):
         self.reuse_buffers = bool(reuse_buffers)
         self.collate_copies = bool(collate_copies)
         threads = self.num_workers or 1
+        store = getattr(dataset, "ddstore", None)
+        if threads > 1 and getattr(store, "method", None) == 0:
+            raise InvalidArgumentError(
+                f"ThreadDataLoader: num_workers={self.num_workers} over a method-0 dataset: its batched "
+                "reads are collective (one calling thread per rank); use num_workers=1 (or 0) with "
+                "method 0, or method 1 for several loader threads")
         if self.reuse_buffers:
             if not callable(getattr(dataset, "alloc", None)):
                 raise TypeError("reuse_buffers needs a dataset with alloc() and __getitems__(indices, out=) "

@@ -254,3 +254,23 @@ def test_thread_loader_samplers(comm, workers):
     c.same(got, list(DataLoader(data, batch_size=4, drop_last=True)), "drop_last")
     assert agree(comm, c.ok), c.errors
 
+
+def test_thread_loader_refuses_threads_over_method_0(comm):
+    """Method 0's batched reads are collective: several loader threads would
+    call the collective concurrently (unsafe, or a hang). Refused up front."""
+    import pyddstore
+    from helpers import METHODS
+    from pyddstore.torch import DistDataset
+    if 0 not in METHODS:
+        pytest.skip("the library does not serve method 0")
+    ds = DistDataset(TupleSource(), "loader-m0", comm=comm, method=0)
+    c = Checks()
+    e = c.raises(pyddstore.InvalidArgumentError, lambda: ThreadDataLoader(ds, batch_size=4, num_workers=2),
+                 "num_workers=2 over method 0", match="num_workers=2")
+    c.true(e is not None and "method-0" in str(e), f"message {e} does not name method 0")
+    one = ThreadDataLoader(ds, batch_size=4, num_workers=1)  # one thread is fine, and reads
+    c.true(len(list(one)) == (len(ds) + 3) // 4, "batches with one thread")
+    one.close()
+    comm.Barrier()
+    ds.ddstore.free()
+    assert agree(comm, c.ok), c.errors

@@ -14,7 +14,7 @@ import time
 import torch
 
 from helpers import METHODS, agree, handshake_dir
-from pyddstore.torch import DistDataset, DistDatasetReader, ThreadDataLoader
+from pyddstore.torch import DistDataset, DistDatasetReader, ThreadDataLoader, _safe_name
 from torch_helpers import (
     N, Checks, Labeled, RecordSource, decode_labeled, encode_labeled, expected_labeled, teardown,
 )
@@ -29,7 +29,7 @@ def core(comm, source, name, hs, **kw):
 def unavailable(comm, hs):
     c = Checks()
     c.raises(NotImplementedError, lambda: core(comm, RecordSource("dict"), "m2", hs), "method 2 refused")
-    c.true(not os.path.exists(os.path.join(hs, "m2.meta.json")), "meta file of a refused store")
+    c.true(not os.path.exists(os.path.join(hs, _safe_name("m2") + ".meta.json")), "meta file of a refused store")
     assert agree(comm, c.ok), c.errors
 
 
@@ -41,8 +41,8 @@ def test_method2_reader(comm):
     ds = core(comm, src, "m2/recs.v1", hs)
     c = Checks()
     if comm.rank == 0:
-        # The schema is published before the variables, in <safe name>.meta.json.
-        with open(os.path.join(hs, "m2_recs_v1.meta.json"), encoding="utf-8") as fh:
+        # The schema is published before the variables, in <readable part>-<hash>.meta.json.
+        with open(os.path.join(hs, _safe_name("m2/recs.v1") + ".meta.json"), encoding="utf-8") as fh:
             meta = json.load(fh)
         c.true(meta["total_ns"] == N and meta["structure"] == "dict" and meta["keys"] == ["rec", "t"],
                f"meta {meta}")
@@ -64,6 +64,42 @@ def test_method2_reader(comm):
         reader.release(bufs)
         reader.ddstore.free()
     teardown(comm, ds)
+    assert agree(comm, c.ok), c.errors
+
+
+class Offset:
+    """Samples i + base (two datasets that must not be confused)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i + self.base)])
+
+
+def test_method2_similar_names_do_not_collide(comm):
+    """'a.b' and 'a_b' publish their schemas in one hand-shake directory
+    without overwriting each other (they once mapped to the same file)."""
+    hs = handshake_dir("-names")
+    if not HAVE_METHOD2:
+        return unavailable(comm, hs)
+    c = Checks()
+    c.true(_safe_name("a.b") != _safe_name("a_b"), f"{_safe_name('a.b')} == {_safe_name('a_b')}")
+    dot = core(comm, Offset(0), "a.b", hs)
+    und = core(comm, Offset(1000), "a_b", hs)
+    if comm.rank == 0:
+        metas = sorted(f for f in os.listdir(hs) if f.endswith(".meta.json"))
+        c.true(len(metas) == 2, f"meta files {metas}")
+        for name, base in (("a.b", 0), ("a_b", 1000)):
+            reader = DistDatasetReader(name, handshake_dir=hs, n_core=comm.size)
+            for i in (0, N - 1):
+                c.same(reader[i], torch.tensor([float(i + base)]), f"{name}[{i}]")
+            reader.ddstore.free()
+    teardown(comm, und)
+    teardown(comm, dot)
     assert agree(comm, c.ok), c.errors
 
 
