@@ -84,7 +84,7 @@ test-sanitize: install-test-prefix
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet numpy pytest
+	$(VENV)/bin/pip install --quiet numpy pytest hypothesis
 	$(VENV)/bin/pip install --quiet --no-binary mpi4py mpi4py
 
 # torch for pyddstore.torch and its tests, used on CPU. PyPI's Linux wheel is a

@@ -4,7 +4,7 @@
 #
 #   PYTHON=/path/to/venv/bin/python DDSTORE_LIBRARY=/path/to/libddstore.so ./run-tests.sh
 #
-# PYTHON needs numpy, pytest and mpi4py (built against the MPI that
+# PYTHON needs numpy, pytest, hypothesis and mpi4py (built against the MPI that
 # libddstore links). The package is tested from this source tree.
 # Exits non-zero if any run fails.
 
@@ -30,7 +30,7 @@ run() {
     fi
 }
 
-"$PYTHON" -c 'import numpy, pytest, mpi4py' || { echo "run-tests.sh: $PYTHON lacks numpy/pytest/mpi4py" >&2; exit 2; }
+"$PYTHON" -c 'import numpy, pytest, mpi4py, hypothesis' || { echo "run-tests.sh: $PYTHON lacks numpy/pytest/mpi4py/hypothesis" >&2; exit 2; }
 "$PYTHON" -c 'import pyddstore; print("pyddstore", pyddstore.__version__, "using", pyddstore.library_path())' \
     || { echo "run-tests.sh: cannot load libddstore (set DDSTORE_LIBRARY)" >&2; exit 2; }
 "$PYTHON" -c 'import torch' \
