@@ -182,13 +182,25 @@ void test_errors() {
     std::vector<float> fgot;
     EXPECT_ERROR(s.get_batch("v", fgot, idx), DDS_ERR_MISMATCH, "8-byte items");
   } else {
-    EXPECT_ERROR(s.get_batch("v", got, idx), DDS_ERR_MISMATCH, "");
+    // The other ranks learn rank 0's real cause (dds_fail_collective).
+    EXPECT_ERROR(s.get_batch("v", got, idx), DDS_ERR_MISMATCH, "rank 0: dds_get_batch: variable 'v' holds 8-byte items");
   }
   if (rank == 0) {  // rank 0 names an unknown variable
     EXPECT_ERROR(s.get_batch("nope", got, idx), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
   } else {
-    EXPECT_ERROR(s.get_batch("v", got, idx), DDS_ERR_UNKNOWN_VARIABLE, "");
+    EXPECT_ERROR(s.get_batch("v", got, idx), DDS_ERR_UNKNOWN_VARIABLE, "rank 0: dds_get_batch: no variable named 'nope'");
   }
+  // A name with a NUL byte would reach C cut short ("v"): refused, locally
+  // and in collectives (every rank fails with rank 0's cause).
+  const std::string nul("v\0x", 3);
+  EXPECT_ERROR(s.get(nul, row.data(), 0, 1), DDS_ERR_INVALID_ARGUMENT, "NUL byte at offset 1");
+  EXPECT_ERROR(s.info(nul), DDS_ERR_INVALID_ARGUMENT, "NUL byte");
+  EXPECT_ERROR(s.update(nul, row.data(), 0, 1), DDS_ERR_INVALID_ARGUMENT, "NUL byte");
+  EXPECT_ERROR(s.add(rank == 0 ? nul : std::string("v2"), rows<double>(1, 0, 1, 4), 4), DDS_ERR_INVALID_ARGUMENT,
+               rank == 0 ? "NUL byte" : "rank 0: variable name 'v\\0...' holds a NUL byte");
+  EXPECT_ERROR(s.get_batch(nul, got, idx), DDS_ERR_INVALID_ARGUMENT, "NUL byte");
+  EXPECT_ERROR(s.remove(nul), DDS_ERR_INVALID_ARGUMENT, "NUL byte");
+  EXPECT_ERROR(s.info("v2"), DDS_ERR_UNKNOWN_VARIABLE, "'v2'");
   // The store still works after all that.
   s.get_batch("v", got, idx);
   auto want = rows<double>(1, 0, 1, 4);

@@ -68,6 +68,9 @@ program test_fortran_errors
   call expect_err(st, DDS_ERR_INDEX_OUT_OF_RANGE, "'v'", 'get past the last row')
   call expect_err(st, DDS_ERR_INDEX_OUT_OF_RANGE, 'out of range', 'get past the last row (message)')
   call expect_err(st, DDS_ERR_INDEX_OUT_OF_RANGE, 'count from 0', 'get past the last row (0-based note)')
+  ! A NUL inside the name would reach C cut short, naming 'v'.
+  call dds_get(store, 'v' // c_null_char // 'x', row2, 1_c_int64_t, status=st)
+  call expect_err(st, DDS_ERR_INVALID_ARGUMENT, 'holds a NUL character', 'get with a NUL in the name')
   call dds_get(store, 'v', row2, 0_c_int64_t, status=st)
   call expect_err(st, DDS_ERR_INDEX_OUT_OF_RANGE, 'out of range', 'get of row 0')
   if (nranks > 1) then
@@ -149,14 +152,16 @@ program test_fortran_errors
     call expect_err(st, DDS_ERR_MISMATCH, 'real(c_float)', 'batch into real(c_float) on rank 0')
   else
     call dds_get_batch(store, 'v', two, idx, status=st)
-    call expect_err(st, DDS_ERR_MISMATCH, '', 'batch failing because rank 0 is wrong')
+    call expect_err(st, DDS_ERR_MISMATCH, "rank 0: dds_get_batch: variable 'v' holds 8-byte items", &
+                    'batch failing because rank 0 is wrong, with its cause')
   end if
   if (rank == 0) then
     call dds_get_batch(store, 'nope', two, idx, status=st)
     call expect_err(st, DDS_ERR_UNKNOWN_VARIABLE, "'nope'", 'batch of an unknown name on rank 0')
   else
     call dds_get_batch(store, 'v', two, idx, status=st)
-    call expect_err(st, DDS_ERR_UNKNOWN_VARIABLE, '', 'batch failing because rank 0 named nothing')
+    call expect_err(st, DDS_ERR_UNKNOWN_VARIABLE, "rank 0: dds_get_batch: no variable named 'nope'", &
+                    'batch failing because rank 0 named nothing, with its cause')
   end if
   if (rank == 0) then
     call dds_get_batch(store, 'v', bad2, idx, status=st)

@@ -66,6 +66,12 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_METHOD_SPLIT = 2
   integer(c_int32_t), parameter, public :: DDS_ROLE_CORE = 0
   integer(c_int32_t), parameter, public :: DDS_ROLE_EXTRA = 1
+  integer(c_int32_t), parameter, public :: DDS_CALL_ADD = 1
+  integer(c_int32_t), parameter, public :: DDS_CALL_GET_BATCH = 2
+  integer(c_int32_t), parameter, public :: DDS_CALL_REMOVE = 3
+  integer(c_int32_t), parameter, public :: DDS_CALL_EPOCH_BEGIN = 4
+  integer(c_int32_t), parameter, public :: DDS_CALL_EPOCH_END = 5
+  integer(c_int32_t), parameter, public :: DDS_CALL_WAIT_EXTRAS = 6
   integer(c_int32_t), parameter, public :: DDS_GPU_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
   integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
@@ -170,6 +176,7 @@ module ddstore
   public :: c_dds_get, c_dds_get_batch, c_dds_register_recv, c_dds_unregister_recv
   public :: c_dds_join_expect, c_dds_remove, c_dds_extra_done, c_dds_wait_extras
   public :: c_dds_get_stream, c_dds_get_batch_stream, c_dds_pointer_kind, c_dds_gpu_available
+  public :: c_dds_fail_collective
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -324,6 +331,18 @@ module ddstore
       integer(c_int64_t), value :: n
       integer(c_int) :: st
     end function c_dds_get_batch
+
+    ! Takes part in collective `call` (DDS_CALL_*) with this rank's failure.
+    function c_dds_fail_collective(store, call, name, status, message) &
+        bind(C, name="dds_fail_collective") result(st)
+      import :: c_int, c_ptr, c_char, c_int32_t
+      type(c_ptr), value :: store
+      integer(c_int32_t), value :: call
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int32_t), value :: status
+      character(kind=c_char), intent(in) :: message(*)
+      integer(c_int) :: st
+    end function c_dds_fail_collective
 
     ! Stream-ordered reads: `stream` is a CUstream (c_null_ptr: as dds_get).
     function c_dds_get_stream(store, name, dst, dst_bytes, start, count, stream) &
@@ -744,13 +763,13 @@ contains
       st = c_dds_get_batch(store%handle, c_chars(name), p, nbytes(nelems, isz), pidx, n)
       call finish(st, status, rows_note=.true.)
     else
-      st = c_dds_get_batch(store%handle, c_chars(name), c_null_ptr, 0_c_size_t, pidx, n)
-      if (local_st == DDS_ERR_MISMATCH .and. st == DDS_ERR_MISMATCH) then
-        call finish(st, status, msg)          ! our explanation of this rank's mismatch
-      else if (st /= DDS_OK) then
-        call finish(st, status, rows_note=.true.)
+      ! Every rank fails together, learning this rank's cause.
+      st = c_dds_fail_collective(store%handle, DDS_CALL_GET_BATCH, c_chars(name), int(local_st, c_int32_t), &
+                                 c_chars(msg))
+      if (st == local_st) then
+        call finish(st, status, msg)          ! our own explanation, without the rank prefix
       else
-        call finish(local_st, status, msg)
+        call finish(st, status, rows_note=.true.)
       end if
     end if
   end subroutine batch_any
@@ -810,6 +829,12 @@ contains
 
     msg = ''
     info%struct_size = int(c_sizeof(info), c_int32_t)
+    if (index(name, c_null_char) > 0) then
+      ! C would see the name cut short at the NUL, naming another variable.
+      st = DDS_ERR_INVALID_ARGUMENT
+      msg = op // ": variable name '" // name(1:index(name, c_null_char) - 1) // "\0...' holds a NUL character"
+      return
+    end if
     st = c_dds_info(store%handle, c_chars(name), info)
     if (st /= DDS_OK) then
       ! Name the function the caller called, not the lookup behind it.

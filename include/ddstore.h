@@ -33,6 +33,24 @@
 // Method 2 role: an extra member, which joins published variables and reads.
 #define DDS_ROLE_EXTRA 1
 
+// `dds_fail_collective`: the call is `dds_add` or `dds_init`.
+#define DDS_CALL_ADD 1
+
+// `dds_fail_collective`: the call is `dds_get_batch` (collective for method 0).
+#define DDS_CALL_GET_BATCH 2
+
+// `dds_fail_collective`: the call is `dds_remove`.
+#define DDS_CALL_REMOVE 3
+
+// `dds_fail_collective`: the call is `dds_epoch_begin`.
+#define DDS_CALL_EPOCH_BEGIN 4
+
+// `dds_fail_collective`: the call is `dds_epoch_end`.
+#define DDS_CALL_EPOCH_END 5
+
+// `dds_fail_collective`: the call is `dds_wait_extras`.
+#define DDS_CALL_WAIT_EXTRAS 6
+
 // `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 #define DDS_GPU_ENV -1
 
@@ -367,6 +385,28 @@ enum dds_status dds_extra_done(struct dds_store *store);
 // message says how many were seen), DDS_ERR_INVALID_ARGUMENT (negative
 // `n_extras`), DDS_ERR_IO.
 enum dds_status dds_wait_extras(struct dds_store *store, int64_t n_extras, int64_t timeout_ms);
+
+// For bindings (Python, C++, Fortran) that find an error on this rank
+// before entering a collective call: takes part in `call` (`DDS_CALL_*`)
+// exactly as the other ranks' real call does, contributing this rank's
+// failure, so no rank is left waiting. Every rank's call then fails with
+// the status and message of the lowest failing rank: `dds_last_error()`
+// reads "dds_add: rank R: `message`" (named after the call) on every rank.
+// `name` is the variable the call names on this rank (may be NULL).
+//
+// `status` should be the binding's `dds_status` for the error; a value
+// that is not an error status still fails the call, as
+// DDS_ERR_INVALID_ARGUMENT. For a call that is not collective on this
+// store (method 1 and 2 `dds_get_batch`), the failure is returned locally.
+//
+// Collective exactly when `call` is. Errors: as the call stands in for;
+// DDS_ERR_INVALID_ARGUMENT for an unknown `call` (then nothing collective
+// happens: that is a bug in the binding).
+enum dds_status dds_fail_collective(struct dds_store *store,
+                                    int32_t call,
+                                    const char *name,
+                                    int32_t status,
+                                    const char *message);
 
 // Registers variable `name` with a zero-filled shard of `local_rows` rows of
 // `row_elems` elements of `item_size` bytes (1, 2, 4 or 8) on this rank.

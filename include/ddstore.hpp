@@ -120,8 +120,27 @@ constexpr void check_item_type() {
 }
 
 // Bytes of `n` items of `size` bytes; 0 for a negative count (the library
-// then reports the negative count itself).
-inline std::size_t bytes_of(int64_t n, std::size_t size) { return n > 0 ? static_cast<std::size_t>(n) * size : 0; }
+// then reports the negative count itself), SIZE_MAX when the product does
+// not fit (the library then reports the size mismatch).
+inline std::size_t bytes_of(int64_t n, std::size_t size) {
+  if (n <= 0) return 0;
+  const auto un = static_cast<std::size_t>(n);
+  return size != 0 && un > SIZE_MAX / size ? SIZE_MAX : un * size;
+}
+
+// A name holding a NUL byte would reach C cut short, naming another variable.
+inline std::optional<Error> name_error(const std::string& name) {
+  const std::size_t at = name.find('\0');
+  if (at == std::string::npos) return std::nullopt;
+  return Error(DDS_ERR_INVALID_ARGUMENT,
+               "variable name '" + name.substr(0, at) + "\\0...' holds a NUL byte at offset " + std::to_string(at));
+}
+
+// The C string of `name` for a local call; throws for a name C cannot hold.
+inline const char* local_name(const std::string& name) {
+  if (auto err = name_error(name)) throw *err;
+  return name.c_str();
+}
 
 }  // namespace detail
 
@@ -187,7 +206,7 @@ class Store {
   void add(const std::string& name, const T* data, int64_t rows, int64_t elems) {
     detail::check_item_type<T>();
     std::size_t bytes = rows > 0 && elems > 0 ? detail::bytes_of(rows * elems, sizeof(T)) : 0;
-    detail::check(dds_add(h_, name.c_str(), data, bytes, rows, elems, static_cast<int32_t>(sizeof(T))));
+    detail::check(dds_add(h_, collective_name(DDS_CALL_ADD, name), data, bytes, rows, elems, static_cast<int32_t>(sizeof(T))));
   }
 
   // Registers `name` from a vector of whole rows of `elems` elements (the
@@ -196,7 +215,7 @@ class Store {
   void add(const std::string& name, const std::vector<T>& data, int64_t elems) {
     detail::check_item_type<T>();
     int64_t rows = elems > 0 ? static_cast<int64_t>(data.size()) / elems : 0;
-    detail::check(dds_add(h_, name.c_str(), data.data(), data.size() * sizeof(T), rows, elems,
+    detail::check(dds_add(h_, collective_name(DDS_CALL_ADD, name), data.data(), data.size() * sizeof(T), rows, elems,
                           static_cast<int32_t>(sizeof(T))));
   }
 
@@ -204,13 +223,13 @@ class Store {
   template <class T>
   void init(const std::string& name, int64_t rows, int64_t elems) {
     detail::check_item_type<T>();
-    detail::check(dds_init(h_, name.c_str(), rows, elems, static_cast<int32_t>(sizeof(T))));
+    detail::check(dds_init(h_, collective_name(DDS_CALL_ADD, name), rows, elems, static_cast<int32_t>(sizeof(T))));
   }
 
   // Untyped registration: `data_bytes` must be rows x elems x item_size.
   void add_raw(const std::string& name, const void* data, std::size_t data_bytes, int64_t rows, int64_t elems,
                int32_t item_size) {
-    detail::check(dds_add(h_, name.c_str(), data, data_bytes, rows, elems, item_size));
+    detail::check(dds_add(h_, collective_name(DDS_CALL_ADD, name), data, data_bytes, rows, elems, item_size));
   }
 
   // ---- local writes ----
@@ -221,18 +240,18 @@ class Store {
   void update(const std::string& name, const T* src, int64_t local_row, int64_t count) {
     VarInfo v = typed_info<T>(name, "dds_update");
     detail::check(
-        dds_update(h_, name.c_str(), src, detail::bytes_of(count, static_cast<std::size_t>(v.row_bytes)), local_row));
+        dds_update(h_, detail::local_name(name), src, detail::bytes_of(count, static_cast<std::size_t>(v.row_bytes)), local_row));
   }
 
   // Writes whole rows from a vector, starting at local row `local_row`.
   template <class T>
   void update(const std::string& name, const std::vector<T>& src, int64_t local_row = 0) {
     typed_info<T>(name, "dds_update");
-    detail::check(dds_update(h_, name.c_str(), src.data(), src.size() * sizeof(T), local_row));
+    detail::check(dds_update(h_, detail::local_name(name), src.data(), src.size() * sizeof(T), local_row));
   }
 
   void update_raw(const std::string& name, const void* src, std::size_t bytes, int64_t local_row) {
-    detail::check(dds_update(h_, name.c_str(), src, bytes, local_row));
+    detail::check(dds_update(h_, detail::local_name(name), src, bytes, local_row));
   }
 
   // ---- reads ----
@@ -243,7 +262,7 @@ class Store {
   void get(const std::string& name, T* dst, int64_t start, int64_t count) {
     VarInfo v = typed_info<T>(name, "dds_get");
     detail::check(
-        dds_get(h_, name.c_str(), dst, detail::bytes_of(count, static_cast<std::size_t>(v.row_bytes)), start, count));
+        dds_get(h_, detail::local_name(name), dst, detail::bytes_of(count, static_cast<std::size_t>(v.row_bytes)), start, count));
   }
 
   // The same into a vector, resized to count x elements-per-row.
@@ -251,23 +270,23 @@ class Store {
   void get(const std::string& name, std::vector<T>& dst, int64_t start, int64_t count) {
     VarInfo v = typed_info<T>(name, "dds_get");
     dst.resize(count > 0 ? static_cast<std::size_t>(count * v.row_elems) : 0);
-    detail::check(dds_get(h_, name.c_str(), dst.data(), dst.size() * sizeof(T), start, count));
+    detail::check(dds_get(h_, detail::local_name(name), dst.data(), dst.size() * sizeof(T), start, count));
   }
 
   void get_raw(const std::string& name, void* dst, std::size_t bytes, int64_t start, int64_t count) {
-    detail::check(dds_get(h_, name.c_str(), dst, bytes, start, count));
+    detail::check(dds_get(h_, detail::local_name(name), dst, bytes, start, count));
   }
 
   // Stream-ordered reads (a CUstream / cudaStream_t, or nullptr): see
   // dds_get_stream and dds_get_batch_stream. `dst` may be device memory.
   void get_stream_raw(const std::string& name, void* dst, std::size_t bytes, int64_t start, int64_t count,
                       void* stream) {
-    detail::check(dds_get_stream(h_, name.c_str(), dst, bytes, start, count, stream));
+    detail::check(dds_get_stream(h_, detail::local_name(name), dst, bytes, start, count, stream));
   }
 
   void get_batch_stream_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx, int64_t n,
                             void* stream) {
-    detail::check(dds_get_batch_stream(h_, name.c_str(), dst, bytes, idx, n, stream));
+    detail::check(dds_get_batch_stream(h_, collective_name(DDS_CALL_GET_BATCH, name), dst, bytes, idx, n, stream));
   }
 
   // Reads rows idx[0..n) into dst (row i of dst receives global row idx[i]);
@@ -291,7 +310,7 @@ class Store {
   }
 
   void get_batch_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx, int64_t n) {
-    detail::check(dds_get_batch(h_, name.c_str(), dst, bytes, idx, n));
+    detail::check(dds_get_batch(h_, collective_name(DDS_CALL_GET_BATCH, name), dst, bytes, idx, n));
   }
 
   // Registers `n` items at `buf` as a destination for reads of `name`; reads
@@ -299,7 +318,7 @@ class Store {
   template <class T>
   void register_recv(const std::string& name, T* buf, std::size_t n) {
     detail::check_item_type<T>();
-    detail::check(dds_register_recv(h_, name.c_str(), buf, n * sizeof(T)));
+    detail::check(dds_register_recv(h_, detail::local_name(name), buf, n * sizeof(T)));
   }
 
   template <class T>
@@ -309,7 +328,7 @@ class Store {
 
   // Removes the registration that starts at `buf`.
   void unregister_recv(const std::string& name, const void* buf) {
-    detail::check(dds_unregister_recv(h_, name.c_str(), const_cast<void*>(buf)));
+    detail::check(dds_unregister_recv(h_, detail::local_name(name), const_cast<void*>(buf)));
   }
 
   // ---- queries and epochs ----
@@ -317,14 +336,14 @@ class Store {
   VarInfo info(const std::string& name) const {
     dds_var_info raw{};
     raw.struct_size = sizeof raw;
-    detail::check(dds_info(h_, name.c_str(), &raw));
+    detail::check(dds_info(h_, detail::local_name(name), &raw));
     return to_info(raw);
   }
 
   Counters profile(const std::string& name) const {
     Counters c{};
     c.struct_size = sizeof c;
-    detail::check(dds_profile(h_, name.c_str(), &c));
+    detail::check(dds_profile(h_, detail::local_name(name), &c));
     return c;
   }
 
@@ -333,13 +352,13 @@ class Store {
   void epoch_end() { detail::check(dds_epoch_end(h_)); }
 
   // Method 2 extra member: attaches to a variable of the core job.
-  void join(const std::string& name) { detail::check(dds_join(h_, name.c_str())); }
+  void join(const std::string& name) { detail::check(dds_join(h_, detail::local_name(name))); }
   // As join, and checks the row shape (elements per row, item size).
   void join(const std::string& name, int64_t row_elems, int32_t item_size) {
-    detail::check(dds_join_expect(h_, name.c_str(), row_elems, item_size));
+    detail::check(dds_join_expect(h_, detail::local_name(name), row_elems, item_size));
   }
   // Frees one variable (collective for core members; local for extras).
-  void remove(const std::string& name) { detail::check(dds_remove(h_, name.c_str())); }
+  void remove(const std::string& name) { detail::check(dds_remove(h_, collective_name(DDS_CALL_REMOVE, name))); }
   // Method 2: an extra member announces it is done; the core waits for n of them.
   void extra_done() { detail::check(dds_extra_done(h_)); }
   void wait_extras(int64_t n_extras, int64_t timeout_ms = -1) {
@@ -370,6 +389,22 @@ class Store {
     return v;
   }
 
+  // Fails collective `call` (DDS_CALL_*) on every rank together with this
+  // rank's error `err`, then throws: `err` itself when it is the status the
+  // ranks agreed on, else the error of the lower rank that failed too.
+  [[noreturn]] void fail_collective(int32_t call, const std::string& name, const Error& err) {
+    const dds_status s = dds_fail_collective(h_, call, name.c_str(), err.status(), err.what());
+    if (s == err.status()) throw err;
+    detail::fail(s);
+  }
+
+  // The C string of `name` for collective `call`; a name C cannot hold
+  // fails the call on every rank.
+  const char* collective_name(int32_t call, const std::string& name) {
+    if (auto err = detail::name_error(name)) fail_collective(call, name, *err);
+    return name.c_str();
+  }
+
   // Looks `name` up for typed call `op`; on failure `err` receives the
   // error to throw (the lookup's message, renamed after `op`, or a type
   // mismatch) and the returned info is meaningless.
@@ -378,6 +413,10 @@ class Store {
     detail::check_item_type<T>();
     dds_var_info raw{};
     raw.struct_size = sizeof raw;
+    if (auto bad = detail::name_error(name)) {
+      err = bad;
+      return VarInfo();
+    }
     dds_status s = dds_info(h_, name.c_str(), &raw);
     if (s != DDS_OK) {
       std::string msg = dds_last_error();
@@ -405,19 +444,14 @@ class Store {
   // get_batch for every overload. `dst` is either a T* holding `dst_len`
   // items (-1: as many as the batch needs), or a std::vector<T> to resize.
   // Method 0 batches are collective, so a rank whose own arguments are wrong
-  // (unknown name, wrong T) must still enter dds_get_batch: it asks for its
-  // rows with a zero-byte destination, which the library refuses on every
-  // rank together; this rank then throws its own, more precise, error.
+  // (unknown name, wrong T) fails the call on every rank together
+  // (dds_fail_collective) and throws its own, more precise, error.
   template <class T, class Dst>
   void batch(const std::string& name, Dst* dst, int64_t dst_len, const int64_t* idx, int64_t n) {
     std::optional<Error> err;
     VarInfo v = try_typed_info<T>(name, "dds_get_batch", err);
     const bool ok = !err || (err->status() == DDS_ERR_MISMATCH && n == 0);  // an empty batch moves nothing
-    if (!ok) {
-      dds_status s = dds_get_batch(h_, name.c_str(), nullptr, 0, idx, n);
-      if (s == DDS_OK || (s == DDS_ERR_MISMATCH && err->status() == DDS_ERR_MISMATCH)) throw *err;
-      detail::fail(s);
-    }
+    if (!ok) fail_collective(DDS_CALL_GET_BATCH, name, *err);
     T* out;
     std::size_t bytes;
     if constexpr (std::is_same_v<Dst, std::vector<T>>) {  // the vector overload
@@ -429,7 +463,7 @@ class Store {
       bytes = dst_len < 0 ? detail::bytes_of(n, static_cast<std::size_t>(v.row_bytes))
                           : static_cast<std::size_t>(dst_len) * sizeof(T);
     }
-    detail::check(dds_get_batch(h_, name.c_str(), out, bytes, idx, n));
+    detail::check(dds_get_batch(h_, collective_name(DDS_CALL_GET_BATCH, name), out, bytes, idx, n));
   }
 };
 

@@ -37,6 +37,14 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// The kind of an error status code (`None` for `DDS_OK` or a value
+    /// that is not a status).
+    pub fn from_status(code: i32) -> Option<Kind> {
+        (1..=Kind::Internal as i32).contains(&code).then(|| Kind::from_code(code))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Error {
     pub kind: Kind,

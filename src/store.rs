@@ -14,7 +14,7 @@ use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
 use crate::backend::rma::{self, RmaVar, Scratch, Source};
 use crate::config::Config;
-use crate::error::{bail, err, Result};
+use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
 use crate::profile::{Snapshot, Timer};
@@ -68,6 +68,19 @@ pub struct Options {
     pub gpu: i32,
     /// `dds_options.gpu_staging` (-1: `DDSTORE_GPU_STAGING`).
     pub gpu_staging: i32,
+}
+
+/// The collective calls a binding can fail on one rank
+/// (`dds_fail_collective`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collective {
+    /// `dds_add` or `dds_init`.
+    Register,
+    GetBatch,
+    Remove,
+    EpochBegin,
+    EpochEnd,
+    WaitExtras,
 }
 
 /// Shape of a variable to register.
@@ -546,25 +559,59 @@ impl Store {
 
     /// Collective: opens (`open` true) or closes a read epoch. Makes local
     /// updates visible to remote readers and synchronises the ranks.
-    pub fn epoch(&self, open: bool) -> Result<()> {
+    /// `local` carries a failure a binding found on this rank
+    /// (`dds_fail_collective`); it fails the call on every rank.
+    pub fn epoch(&self, open: bool, local: Result<()>) -> Result<()> {
         self.check_running()?;
         let mut state = self.epoch_open.lock();
-        let local = if *state == open {
-            Err(err!(BadState, "{}", if open { "an epoch is already open (call dds_epoch_end first)" } else { "no epoch is open (call dds_epoch_begin first)" }))
-        } else {
+        let local = local.and_then(|()| {
+            if *state == open {
+                bail!(
+                    BadState,
+                    "{}",
+                    if open {
+                        "an epoch is already open (call dds_epoch_end first)"
+                    } else {
+                        "no epoch is open (call dds_epoch_begin first)"
+                    }
+                );
+            }
             Ok(())
-        };
+        });
         agree(&self.comm, local)?;
+        // A rank whose window sync fails must still reach the agreement that
+        // replaces the closing barrier, or the others would wait for it.
+        let mut synced = Ok(());
         for v in self.vars.read().values() {
             match &v.transport {
-                Transport::Rma(r) => r.sync()?,
-                // Reads go to the shard memory itself: the barrier orders them.
+                Transport::Rma(r) => {
+                    if let Err(e) = r.sync() {
+                        synced = Err(Error::new(e.kind, format!("variable '{}': {}", v.name, e.msg)));
+                        break;
+                    }
+                }
+                // Reads go to the shard memory itself: the agreement orders them.
                 Transport::Fabric(_) => {}
             }
         }
-        self.comm.barrier()?;
+        agree(&self.comm, synced)?;
         *state = open;
         Ok(())
+    }
+
+    /// Collective: takes part in `call` as the other ranks do, contributing
+    /// `failure`, so every rank fails together with the lowest failing
+    /// rank's status and message (`dds_fail_collective`). Methods 1 and 2
+    /// batches are not collective: the failure is only returned here.
+    pub fn fail_collective(&self, call: Collective, name: &str, failure: Error) -> Result<()> {
+        match call {
+            Collective::Register => self.register(name, Err(failure), None),
+            Collective::GetBatch => self.get_batch(name, std::ptr::null_mut(), 0, Err(failure)),
+            Collective::Remove => self.remove(Err(failure)),
+            Collective::EpochBegin => self.epoch(true, Err(failure)),
+            Collective::EpochEnd => self.epoch(false, Err(failure)),
+            Collective::WaitExtras => self.wait_extras_checked(Err(failure)),
+        }
     }
 
     /// Releases the MPI objects of every variable (windows) and the store's

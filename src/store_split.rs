@@ -430,13 +430,18 @@ impl Store {
     /// `dds_extra_done` for this store, for at most `timeout_ms`
     /// milliseconds (negative: DDSTORE_HANDSHAKE_TIMEOUT_S).
     pub fn wait_extras(&self, n: i64, timeout_ms: i64) -> Result<()> {
+        let local = if n < 0 { Err(err!(InvalidArgument, "n_extras {n} is negative")) } else { Ok((n, timeout_ms)) };
+        self.wait_extras_checked(local)
+    }
+
+    /// `wait_extras` with this rank's argument check (or a binding's failure).
+    pub(super) fn wait_extras_checked(&self, local: Result<(i64, i64)>) -> Result<()> {
         self.check_running()?;
         let sp = match &self.split {
             Some(sp) if sp.is_core() => sp,
             _ => bail!(BadState, "dds_wait_extras is only valid for method-2 core members"),
         };
-        let local = if n < 0 { Err(err!(InvalidArgument, "n_extras {n} is negative")) } else { Ok(()) };
-        agree(&self.comm, local)?;
+        let (n, timeout_ms) = agree(&self.comm, local)?;
         let limit = if timeout_ms < 0 { sp.timeout } else { Duration::from_millis(timeout_ms as u64) };
         let mut seen = 0;
         let res = hs::poll(limit, || {

@@ -2,10 +2,13 @@
 
 use std::os::raw::{c_char, c_int};
 
-use super::types::{dds_options, dds_status, dds_store};
+use super::types::{
+    dds_options, dds_status, dds_store, DDS_CALL_ADD, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH,
+    DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS,
+};
 use super::{guard, name_arg, opt_string, register_store, store_of, take_store};
-use crate::error::{bail, Result};
-use crate::store::{Options, Store};
+use crate::error::{bail, Error, Kind, Result};
+use crate::store::{Collective, Options, Store};
 
 /// Size of the first version of `dds_options` (everything up to `nic_map`).
 const OPTIONS_V1: usize = std::mem::offset_of!(dds_options, gpu);
@@ -117,7 +120,7 @@ pub unsafe extern "C" fn dds_destroy(store: *mut dds_store) -> dds_status {
 /// rank: every rank fails), DDS_ERR_MPI.
 #[no_mangle]
 pub unsafe extern "C" fn dds_epoch_begin(store: *mut dds_store) -> dds_status {
-    guard("dds_epoch_begin", || store_of(store)?.epoch(true))
+    guard("dds_epoch_begin", || store_of(store)?.epoch(true, Ok(())))
 }
 
 /// Closes the read epoch opened by `dds_epoch_begin`.
@@ -125,7 +128,7 @@ pub unsafe extern "C" fn dds_epoch_begin(store: *mut dds_store) -> dds_status {
 /// Collective. Errors: DDS_ERR_BAD_STATE (no epoch is open), DDS_ERR_MPI.
 #[no_mangle]
 pub unsafe extern "C" fn dds_epoch_end(store: *mut dds_store) -> dds_status {
-    guard("dds_epoch_end", || store_of(store)?.epoch(false))
+    guard("dds_epoch_end", || store_of(store)?.epoch(false, Ok(())))
 }
 
 /// Method 2 extra member: attaches to variable `name` published by the core
@@ -204,4 +207,59 @@ pub unsafe extern "C" fn dds_extra_done(store: *mut dds_store) -> dds_status {
 #[no_mangle]
 pub unsafe extern "C" fn dds_wait_extras(store: *mut dds_store, n_extras: i64, timeout_ms: i64) -> dds_status {
     guard("dds_wait_extras", || store_of(store)?.wait_extras(n_extras, timeout_ms))
+}
+
+/// For bindings (Python, C++, Fortran) that find an error on this rank
+/// before entering a collective call: takes part in `call` (`DDS_CALL_*`)
+/// exactly as the other ranks' real call does, contributing this rank's
+/// failure, so no rank is left waiting. Every rank's call then fails with
+/// the status and message of the lowest failing rank: `dds_last_error()`
+/// reads "dds_add: rank R: `message`" (named after the call) on every rank.
+/// `name` is the variable the call names on this rank (may be NULL).
+///
+/// `status` should be the binding's `dds_status` for the error; a value
+/// that is not an error status still fails the call, as
+/// DDS_ERR_INVALID_ARGUMENT. For a call that is not collective on this
+/// store (method 1 and 2 `dds_get_batch`), the failure is returned locally.
+///
+/// Collective exactly when `call` is. Errors: as the call stands in for;
+/// DDS_ERR_INVALID_ARGUMENT for an unknown `call` (then nothing collective
+/// happens: that is a bug in the binding).
+#[no_mangle]
+pub unsafe extern "C" fn dds_fail_collective(
+    store: *mut dds_store,
+    call: i32,
+    name: *const c_char,
+    status: i32,
+    message: *const c_char,
+) -> dds_status {
+    let what = match call {
+        DDS_CALL_ADD => ("dds_add", Collective::Register),
+        DDS_CALL_GET_BATCH => ("dds_get_batch", Collective::GetBatch),
+        DDS_CALL_REMOVE => ("dds_remove", Collective::Remove),
+        DDS_CALL_EPOCH_BEGIN => ("dds_epoch_begin", Collective::EpochBegin),
+        DDS_CALL_EPOCH_END => ("dds_epoch_end", Collective::EpochEnd),
+        DDS_CALL_WAIT_EXTRAS => ("dds_wait_extras", Collective::WaitExtras),
+        _ => {
+            return guard("dds_fail_collective", || {
+                bail!(InvalidArgument, "call {call} is not one of the DDS_CALL_* constants")
+            })
+        }
+    };
+    guard(what.0, || {
+        let s = store_of(store)?;
+        // Lossy on purpose: a binding's message may hold anything.
+        let text = if message.is_null() {
+            String::from("(no message)")
+        } else {
+            std::ffi::CStr::from_ptr(message).to_string_lossy().into_owned()
+        };
+        let kind = Kind::from_status(status);
+        let failure = match kind {
+            Some(k) => Error::new(k, text),
+            None => Error::new(Kind::InvalidArgument, format!("{text} (dds_fail_collective: status {status} is not an error)")),
+        };
+        let name = if name.is_null() { "" } else { name_arg(name).unwrap_or("") };
+        s.fail_collective(what.1, name, failure)
+    })
 }

@@ -100,6 +100,19 @@ pub struct dds_options {
     pub gpu_staging: i32,
 }
 
+/// `dds_fail_collective`: the call is `dds_add` or `dds_init`.
+pub const DDS_CALL_ADD: i32 = 1;
+/// `dds_fail_collective`: the call is `dds_get_batch` (collective for method 0).
+pub const DDS_CALL_GET_BATCH: i32 = 2;
+/// `dds_fail_collective`: the call is `dds_remove`.
+pub const DDS_CALL_REMOVE: i32 = 3;
+/// `dds_fail_collective`: the call is `dds_epoch_begin`.
+pub const DDS_CALL_EPOCH_BEGIN: i32 = 4;
+/// `dds_fail_collective`: the call is `dds_epoch_end`.
+pub const DDS_CALL_EPOCH_END: i32 = 5;
+/// `dds_fail_collective`: the call is `dds_wait_extras`.
+pub const DDS_CALL_WAIT_EXTRAS: i32 = 6;
+
 /// `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 pub const DDS_GPU_ENV: i32 = -1;
 /// `dds_options.gpu`: host memory only; pointers are not classified.
