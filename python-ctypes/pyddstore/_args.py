@@ -89,11 +89,12 @@ def cstring(value, what):
 
 
 def safe_cname(name):
-    """A printable stand-in for `name` when reporting a failure (never raises)."""
+    """A C string standing for `name` when reporting a failure (never raises;
+    None, i.e. NULL, when `name` is not a str)."""
     if isinstance(name, str):
         b = name.encode("utf-8", "replace").replace(b"\0", b"?")[:255]
         return b or b"?"
-    return b"?"
+    return None
 
 
 def indices(value):

@@ -164,20 +164,7 @@ class PyDDStore:
             return
         status = getattr(exc, "status", None) or DDS_ERR_INVALID_ARGUMENT
         message = (str(exc) or type(exc).__name__).encode("utf-8", "replace").replace(b"\0", b"?")
-        fail = getattr(self._lib, "dds_fail_collective", None)
-        if fail is None:  # TEMPORARY until main has dds_fail_collective
-            if call == 2:
-                self._c_get_batch(h, _args.safe_cname(name), None, 0, None, -1)
-            else:
-                self._lib.dds_init(h, _args.safe_cname(name), -1, 1, 1)
-            return
-        fail(h, call, _args.safe_cname(name), status, message)
-
-    def _refuse_register(self, h, name, exc):
-        self._fail_collective(_lib.DDS_CALL_ADD, name, exc)
-
-    def _refuse_batch(self, h, name, exc):
-        self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
+        self._lib.dds_fail_collective(h, call, _args.safe_cname(name), status, message)
 
     def _itemsize_check(self, var, name, itemsize):
         if itemsize != var.itemsize:
@@ -221,7 +208,7 @@ class PyDDStore:
             if gpu:
                 self._device(arr, ptr, nbytes, name, "source")
         except Exception as exc:
-            self._refuse_register(h, name, exc)
+            self._fail_collective(_lib.DDS_CALL_ADD, name, exc)
             raise
         self._check(self._lib.dds_add(h, cname, ptr, nbytes, rows, row_elems, itemsize))
 
@@ -234,7 +221,7 @@ class PyDDStore:
             disp = _as_int(disp, "disp")
             itemsize = _as_int(itemsize, "itemsize", I32)
         except Exception as exc:
-            self._refuse_register(h, name, exc)
+            self._fail_collective(_lib.DDS_CALL_ADD, name, exc)
             raise
         self._check(self._lib.dds_init(h, cname, nrows, disp, itemsize))
 
@@ -252,8 +239,14 @@ class PyDDStore:
         """Method-2 core (collective): waits until `n_extras` extra processes
         have called `extra_done`, at most `timeout_ms` milliseconds (negative:
         DDSTORE_HANDSHAKE_TIMEOUT_S); raises a TimeoutError subclass otherwise."""
-        self._check(self._lib.dds_wait_extras(self._handle(), _as_int(n_extras, "n_extras"),
-                                              _as_int(timeout_ms, "timeout_ms")))
+        h = self._handle()
+        try:
+            n_extras = _as_int(n_extras, "n_extras")
+            timeout_ms = _as_int(timeout_ms, "timeout_ms")
+        except Exception as exc:
+            self._fail_collective(_lib.DDS_CALL_WAIT_EXTRAS, None, exc)
+            raise
+        self._check(self._lib.dds_wait_extras(h, n_extras, timeout_ms))
 
     # -- local writes ----------------------------------------------------------
 
@@ -321,7 +314,7 @@ class PyDDStore:
                 raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
         except Exception as exc:
             if self._collective():
-                self._refuse_batch(h, name, exc)
+                self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
             raise
         if gpu:
             rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, address(idx), n, stream)

@@ -137,6 +137,7 @@ FUNCTIONS = {
     "dds_get_batch_stream": (_status, (_store, _str, _ptr, _size, _ptr, _i64, _ptr)),
     "dds_pointer_kind": (_status, (_ptr, ctypes.POINTER(_i32), ctypes.POINTER(_i32))),
     "dds_gpu_available": (_status, (ctypes.POINTER(_i32),)),
+    "dds_fail_collective": (_status, (_store, _i32, _str, _i32, _str)),
 }
 
 # -- finding the library ----------------------------------------------------

@@ -218,3 +218,54 @@ def test_unregister_recv_unknown_variable_on_every_method(store):
         store.unregister_recv("x", buf)
     else:
         refused(dds.InvalidArgumentError, lambda: store.unregister_recv("x", buf), "not registered for 'x'")
+
+
+# -- 4. a collective fails on every rank with the real cause -------------------------------
+
+@pytest.mark.parametrize("method", METHODS)
+def test_add_float16_on_rank_0_names_the_cause_on_every_rank(comm, method):
+    if comm.size < 2:
+        pytest.skip("needs a second rank to see rank 0's failure")
+    s = make_store(comm, method)
+    arr = np.zeros((2, 3), np.float16 if comm.rank == 0 else np.float32)
+    ck = RankChecks(comm)
+    try:
+        s.add("y", arr)
+        ck(False, "add did not raise")
+    except dds.DDStoreError as exc:
+        if comm.rank == 0:
+            ck(isinstance(exc, dds.UnsupportedDtypeError), f"rank 0 raised {exc!r}")
+        else:
+            ck("float16" in str(exc) and "rank 0" in str(exc), f"message {str(exc)!r} lacks the cause or rank 0")
+            ck("negative" not in str(exc), f"message {str(exc)!r} is an artefact")
+    s.add("y", np.full((2, 3), comm.rank, np.float32))  # the name is still free
+    out = np.empty((1, 3), np.float32)
+    s.get("y", out, 2 * comm.size - 1)
+    ck((out == comm.size - 1).all(), f"read back {out}")
+    comm.Barrier()
+    s.free()
+    ck.done()
+
+
+def test_batch_bad_indices_on_one_rank_names_the_cause_on_every_rank(comm):
+    if comm.size < 2 or 0 not in METHODS:
+        pytest.skip("needs a second rank (method 0's collective batch)")
+    s = make_store(comm, 0)
+    s.add("x", np.stack([value(comm.rank * ROWS + i) for i in range(ROWS)]))
+    out = np.empty((2, COLS))
+    ck = RankChecks(comm)
+    try:
+        s.get_batch("x", out, [0.5, 1.0] if comm.rank == 0 else [0, 1])
+        ck(False, "get_batch did not raise")
+    except dds.DDStoreError as exc:
+        if comm.rank == 0:
+            ck(isinstance(exc, dds.ArgumentTypeError) and "float64" in str(exc), f"rank 0 raised {exc!r}")
+        else:
+            ck("float64" in str(exc) and "rank 0" in str(exc), f"message {str(exc)!r} lacks the cause or rank 0")
+    s.get_batch("x", out, [ROWS * comm.size - 1, 0])
+    ck(np.array_equal(out, np.stack([value(ROWS * comm.size - 1), value(0)])), f"read back {out}")
+    comm.Barrier()
+    intact(s, comm)
+    comm.Barrier()
+    s.free()
+    ck.done()
