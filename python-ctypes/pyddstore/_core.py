@@ -6,7 +6,6 @@ method-2 extra member, which has no communicator of its own.
 """
 
 import ctypes
-import operator
 import os
 import time
 from collections import namedtuple
@@ -14,11 +13,11 @@ from collections import namedtuple
 import numpy as np
 
 from . import _args, _lib
-from ._args import I32, I64, I64_MAX, I64_MIN
+from ._args import I32, I64_MAX, I64_MIN
 from ._buffers import address, extract, stream_of
 from ._errors import (
     DDS_ERR_INVALID_ARGUMENT, ArgumentTypeError, BadStateError, GPUBufferError,
-    InvalidArgumentError, MismatchError, UnknownVariableError, error_for,
+    InvalidArgumentError, MismatchError, error_for,
 )
 
 # What a store remembers about a variable: they never change once registered.
@@ -35,7 +34,7 @@ class PyDDstoreVarinfo:
     :meth:`PyDDStore.info` instead."""
 
 
-_as_int = _args.to_int  # (value, what, bounds=I64): checked against the C type
+_as_int = _args.to_int  # (value, what, bounds=int64): checked against the C type
 _cname = _args.cname
 _row = _args.row
 
