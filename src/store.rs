@@ -218,7 +218,7 @@ impl Store {
     }
 
     #[inline]
-    fn check_running(&self) -> Result<()> {
+    pub(crate) fn check_running(&self) -> Result<()> {
         if mpi::finalize_began() {
             bail!(BadState, "MPI has been finalized; only dds_destroy is allowed");
         }

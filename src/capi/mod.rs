@@ -129,15 +129,19 @@ fn release_all_before_finalize() {
     }
 }
 
-/// Looks up a live store.
+/// Looks up a live store for any entry point but `dds_destroy` (which uses
+/// `take_store`): once MPI_Finalize has begun every such call is refused here,
+/// in one place, so no entry point can forget it (docs/guarantees.md).
 pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
     if h.is_null() {
         bail!(InvalidArgument, "store handle is NULL");
     }
-    match STORES.read().get(&(h as usize)) {
-        Some(s) => Ok(s.clone()),
+    let s = match STORES.read().get(&(h as usize)) {
+        Some(s) => s.clone(),
         None => bail!(BadState, "store handle {h:p} is not a live store (destroyed or never created)"),
-    }
+    };
+    s.check_running()?;
+    Ok(s)
 }
 
 /// Removes a store from the registry (the first step of `dds_destroy`).
