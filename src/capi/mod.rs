@@ -152,6 +152,26 @@ pub(crate) fn take_store(h: *const dds_store) -> Result<Arc<Store>> {
     }
 }
 
+/// True when `dds_create`'s raw options ask for a method-2 extra member:
+/// `struct_size` covers `method` and `role` and they are 2 and 1. Read
+/// before (and whatever the outcome of) decoding the rest, so that an extra
+/// member's error (NULL `out`, non-UTF-8 string, short struct) stays local
+/// instead of falling into the collective path on a communicator extras
+/// ignore.
+///
+/// # Safety
+/// `p` is NULL or points to at least `struct_size` readable bytes.
+pub(crate) unsafe fn raw_extra_role(p: *const types::dds_options) -> bool {
+    if p.is_null() {
+        return false;
+    }
+    let covers = std::mem::offset_of!(types::dds_options, role) + std::mem::size_of::<i32>();
+    let size = std::ptr::addr_of!((*p).struct_size).read_unaligned() as usize;
+    size >= covers
+        && std::ptr::addr_of!((*p).method).read_unaligned() == crate::capi::types::DDS_METHOD_SPLIT
+        && std::ptr::addr_of!((*p).role).read_unaligned() == crate::capi::types::DDS_ROLE_EXTRA
+}
+
 /// Reads a NUL-terminated name: not NULL, not empty, UTF-8, at most
 /// MAX_NAME_BYTES bytes (the scan stops there, so an unterminated buffer is
 /// never read past that bound).
