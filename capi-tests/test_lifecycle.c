@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
   float *data = malloc(sizeof(float) * ROWS * ELEMS);
   t_fill(data, ROWS, ELEMS, 4, 2, (int64_t)t_rank * ROWS);
 
-  long before = 0;
+  long before = 0, mid = 0;
   for (int i = 0; i < 100; i++) {
     dds_store *s = t_store(DDS_METHOD_MPI, 0);
     CHECK(dds_add(s, "x", data, sizeof(float) * ROWS * ELEMS, ROWS, ELEMS, 4));
@@ -38,17 +38,24 @@ int main(int argc, char **argv) {
     EXPECT(t_rows_ok(row, 1, ELEMS, 4, 2, &g, 0));
     CHECK(dds_destroy(s));
     if (i == 9) before = rss_kib(); /* after warm-up (MPI's own pools) */
+    if (i == 54) mid = rss_kib();
   }
   long after = rss_kib();
-  /* 90 more stores of 8 MiB each: a leak of one shard per store is 720 MiB. */
-  if (t_rank == 0) printf("RSS after 10 stores: %ld KiB, after 100: %ld KiB\n", before, after);
+  /* Two windows of 45 stores of 8 MiB each: a leak grows resident memory in
+   * both (one shard per store is 360 MiB a window; 8 MiB is ~180 KiB a
+   * store), while a one-time allocation of the fabric or MPI that lands late
+   * (seen on a loaded fresh machine: tcp;ofi_rxm's pools, +26 MB between the
+   * 10th and the 100th store, flat afterwards) grows at most one of them. */
+  long d1 = mid - before, d2 = after - mid;
+  if (t_rank == 0)
+    printf("RSS after 10 stores: %ld KiB, after 55: %ld KiB, after 100: %ld KiB\n", before, mid, after);
   const char *tool = t_instrumented();
   if (tool) {
     /* A quarantine of freed blocks (valgrind ~20 MB, ASan 256 MB) makes RSS
      * measure the tool; its leak check covers leaks instead. */
     if (t_rank == 0) printf("RSS bound not applied under %s (its leak check covers leaks)\n", tool);
   } else {
-    EXPECT(after - before < 16 * 1024);
+    EXPECT(d1 < 8 * 1024 || d2 < 8 * 1024);
   }
 
   /* A store that outlives MPI. */
