@@ -70,10 +70,12 @@ test-rust:
 	cargo test --release --workspace
 
 test-c: install-test-prefix
+	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-c.txt
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
+	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-c.txt
 
 # The core C tests under AddressSanitizer + UBSan (the library rebuilt with
 # -Zsanitizer=address in target/asan; SANITIZE_RUST=0 keeps the release
@@ -120,13 +122,17 @@ test-docs: install-test-prefix $(VENV)/bin/python
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh
 
+# /dev/shm is listed before and checked after: nothing the suite created
+# (node-local segments, libfabric shm regions) may be left behind.
 test: deps
+	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-test.txt
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-c
 	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-docs
 	$(MAKE) --no-print-directory fuzz
+	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-test.txt
 
 demo: deps install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo

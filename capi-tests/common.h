@@ -64,6 +64,34 @@ static inline int t_finish(const char *name) {
   return tot[1] ? 1 : 0;
 }
 
+/* The memory or time instrumentation this process runs under, or NULL:
+ * AddressSanitizer (compiled in), valgrind (its client request), or the
+ * tool scripts/sanitize.sh names in DDS_TEST_SANITIZER. Under these, freed
+ * blocks wait in a quarantine before reuse and every instruction is slower,
+ * so a bound on resident memory or on time measures the tool: tests skip
+ * exactly those bounds there (the tool's own leak check covers leaks) and
+ * keep every other check. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define T_HAVE_VALGRIND_H 1
+#endif
+#endif
+static inline const char *t_instrumented(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return "AddressSanitizer";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return "AddressSanitizer";
+#endif
+#endif
+#ifdef T_HAVE_VALGRIND_H
+  if (RUNNING_ON_VALGRIND) return "valgrind";
+#endif
+  const char *e = getenv("DDS_TEST_SANITIZER");
+  return (e && *e) ? e : NULL;
+}
+
 /* Method the tests run with: DDS_TEST_METHOD (default 0) replaces method 0
  * in t_store, so one program covers method 0 and method 1 (libfabric; the
  * provider comes from DDSTORE_FABRIC). */

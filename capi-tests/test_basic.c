@@ -55,19 +55,24 @@ static void test_dtypes(void) {
       EXPECT(t_rows_ok(shard, rows_of(r), elems, item, k + 1, NULL, first_row_of(r)));
       free(shard);
     }
-    /* 200 random rows with repeats; rank r asks for 200 - 7r (batches differ). */
-    int64_t n = 200 - 7 * t_rank, idx[200];
+    /* 200 random rows with repeats; rank r asks for 200 - 7(r mod 25)
+     * (batches differ; positive for any number of ranks). */
+    int64_t n = 200 - 7 * (t_rank % 25), idx[200];
     t_rng = 1234567ULL + (unsigned long long)t_rank * 7919ULL;
     for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)(t_next() % (unsigned long long)total);
     char *dst = calloc((size_t)n, rb);
     CHECK(dds_get_batch(s, name, dst, rb * (size_t)n, idx, n));
     EXPECT(t_rows_ok(dst, n, elems, item, k + 1, idx, 0));
     /* Every row in reverse order matches per-row reads (already checked above). */
-    int64_t rev[64];
-    for (int64_t i = 0; i < total; i++) rev[i] = total - 1 - i;
-    CHECK(dds_get_batch(s, name, dst, rb * (size_t)total, rev, total));
-    EXPECT(t_rows_ok(dst, total, elems, item, k + 1, rev, 0));
     free(dst);
+    /* Sized by the number of rows (a fixed rev[64] overflowed above 9 ranks). */
+    int64_t *rev = malloc(sizeof(int64_t) * (size_t)total);
+    char *all = calloc((size_t)total, rb);
+    for (int64_t i = 0; i < total; i++) rev[i] = total - 1 - i;
+    CHECK(dds_get_batch(s, name, all, rb * (size_t)total, rev, total));
+    EXPECT(t_rows_ok(all, total, elems, item, k + 1, rev, 0));
+    free(all);
+    free(rev);
   }
   CHECK(dds_epoch_end(s));
   CHECK(dds_destroy(s));

@@ -2,6 +2,7 @@
  * content, and after each group the store still returns every row intact.
  * Collective calls must fail on every rank together, even when only one
  * rank passed a bad argument. */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common.h"
@@ -32,6 +33,88 @@ static void expect_intact(dds_store *s) {
   }
   free(all);
   free(idx);
+}
+
+/* Environment values outside their documented ranges and switches spelt
+ * any other way (docs/environment.md) fail dds_create on every rank naming
+ * the variable; a malformed NIC map fails a method-1 store even when
+ * FABRIC_IFACE is set (it used to be ignored then). */
+static void env_errors(void) {
+  int comm = MPI_Comm_c2f(MPI_COMM_WORLD);
+  dds_options o;
+  dds_store *s = NULL;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_FABRIC;
+  static const struct { const char *var, *value, *part; } bad[] = {
+      /* 1e300 seconds used to panic making a Duration (DDS_ERR_INTERNAL). */
+      {"DDSTORE_READ_TIMEOUT_S", "1e300", "DDSTORE_READ_TIMEOUT_S=\"1e300\" is not a number of seconds in [0, 31536000]"},
+      {"DDSTORE_HANDSHAKE_TIMEOUT_S", "1e300", "DDSTORE_HANDSHAKE_TIMEOUT_S=\"1e300\" is not a number of seconds in [0, "},
+      {"DDSTORE_MAX_READ_BYTES", "18446744073709551615", "DDSTORE_MAX_READ_BYTES=\"18446744073709551615\" is not a whole number of bytes in [1, 1099511627776]"},
+      {"DDSTORE_NODE_LOCAL_WIDTH", "0", "DDSTORE_NODE_LOCAL_WIDTH=\"0\" is not a whole number of ranks in [1, 2147483647]"},
+      /* Any value but "0" used to turn these on. */
+      {"DDSTORE_PROFILE", "maybe", "DDSTORE_PROFILE=\"maybe\" is not a switch: use 1/0, on/off, true/false or yes/no"},
+      {"DDSTORE_FABRIC_LOCAL_MR", "2", "DDSTORE_FABRIC_LOCAL_MR=\"2\" is not a switch"},
+      {"DDSTORE_NODE_LOCAL", "enable", "DDSTORE_NODE_LOCAL=\"enable\" is not a switch"},
+      {"DDSTORE_GPU_STAGING", "y", "DDSTORE_GPU_STAGING=\"y\" is not a switch"},
+      {"DDSTORE_NIC_MAP", "garbage;;=", "DDSTORE_NIC_MAP entry 'garbage' is not nic=cpus"},
+      {"DDSTORE_NIC_MAP", "lo=0;=", "DDSTORE_NIC_MAP entry '=' has no NIC name"},
+  };
+  setenv("FABRIC_IFACE", "lo", 1);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv(bad[i].var, bad[i].value, 1);
+    EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, bad[i].part);
+    unsetenv(bad[i].var);
+  }
+  o.nic_map = "hsn0=0-3;nic-without-cpus";
+  EXPECT_ERR(dds_create(comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "options.nic_map entry 'nic-without-cpus' is not nic=cpus");
+  o.nic_map = NULL;
+  /* "off" is off, for every switch. */
+  setenv("DDSTORE_PROFILE", "off", 1);
+  setenv("DDSTORE_FABRIC_LOCAL_MR", "OFF", 1);
+  CHECK(dds_create(comm, NULL, &s));
+  unsetenv("DDSTORE_PROFILE");
+  unsetenv("DDSTORE_FABRIC_LOCAL_MR");
+  double row[2] = {1, 2};
+  CHECK(dds_add(s, "p", row, sizeof row, 1, 2, 8));
+  CHECK(dds_get(s, "p", row, sizeof row, 0, 1));
+  dds_counters c = {.struct_size = sizeof c};
+  CHECK(dds_profile(s, "p", &c));
+  EXPECT(c.profiling == 0 && c.read_ns == 0 && c.mr_miss == 0);
+  CHECK(dds_destroy(s));
+  s = NULL;
+  setenv("DDSTORE_PROFILE", "Yes", 1);
+  CHECK(dds_create(comm, NULL, &s));
+  unsetenv("DDSTORE_PROFILE");
+  CHECK(dds_add(s, "p", row, sizeof row, 1, 2, 8));
+  CHECK(dds_profile(s, "p", &c));
+  EXPECT(c.profiling == 1);
+  CHECK(dds_destroy(s));
+}
+
+/* A method-2 extra member is created locally (comm_f ignored): its errors
+ * must come back at once, without a collective on comm_f, even when the
+ * rest of the options does not decode. MPI_COMM_NULL shows the difference:
+ * the collective path used to fail on it ("MPI_COMM_NULL") or, with a real
+ * communicator, wait in MPI_Comm_dup for ranks that never come. */
+static void extra_create_errors(void) {
+  int null_comm = MPI_Comm_c2f(MPI_COMM_NULL);
+  dds_options o;
+  dds_store *s = NULL;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_SPLIT;
+  o.role = DDS_ROLE_EXTRA;
+  o.n_core = 2;
+  EXPECT_ERR(dds_create(null_comm, &o, NULL), DDS_ERR_INVALID_ARGUMENT, "out (where the handle is written) is NULL");
+  o.fabric_provider = "\xff\xfe";
+  EXPECT_ERR(dds_create(null_comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "option fabric_provider is not valid UTF-8");
+  o.fabric_provider = NULL;
+  o.struct_size = (uint32_t)(offsetof(dds_options, role) + sizeof o.role);
+  EXPECT_ERR(dds_create(null_comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "options.struct_size is");
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_SPLIT;
+  o.role = DDS_ROLE_EXTRA;
+  o.n_core = 0;
+  EXPECT_ERR(dds_create(null_comm, &o, &s), DDS_ERR_INVALID_ARGUMENT, "needs n_core > 0");
 }
 
 static void create_errors(void) {
@@ -79,6 +162,9 @@ static void create_errors(void) {
   unsetenv("DDSTORE_ALLTOALL_MAX_BYTES");
   EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_NULL), NULL, &s), DDS_ERR_INVALID_ARGUMENT, "MPI_COMM_NULL");
   EXPECT(s == NULL); /* outputs are written only on success */
+  env_errors();
+  extra_create_errors();
+  EXPECT(s == NULL);
   EXPECT(dds_destroy(NULL) == DDS_OK);
 }
 
@@ -214,6 +300,18 @@ static void state_errors(dds_store *s) {
   EXPECT_ERR(dds_unregister_recv(s, "v", buf), DDS_ERR_INVALID_ARGUMENT, "is not registered for 'v'");
   EXPECT_ERR(dds_unregister_recv(s, "v", buf + 1), DDS_ERR_INVALID_ARGUMENT, "not registered");
   CHECK(dds_unregister_recv(s, "v", buf + 8));
+  /* Ranges whose end passes the address space are refused (the overlap test
+   * used to wrap: both were accepted, then shared one start). The pointers
+   * are never dereferenced. */
+  EXPECT_ERR(dds_register_recv(s, "v", buf, SIZE_MAX), DDS_ERR_INVALID_ARGUMENT, "bytes 18446744073709551615");
+  EXPECT_ERR(dds_register_recv(s, "v", buf, (size_t)PTRDIFF_MAX + 1), DDS_ERR_INVALID_ARGUMENT, "buf + bytes must not overflow");
+  void *top = (void *)(UINTPTR_MAX - 10);
+  EXPECT_ERR(dds_register_recv(s, "v", top, 40), DDS_ERR_INVALID_ARGUMENT, "past the address space");
+  EXPECT_ERR(dds_unregister_recv(s, "v", buf), DDS_ERR_INVALID_ARGUMENT, "is not registered");
+  EXPECT_ERR(dds_unregister_recv(s, "v", top), DDS_ERR_INVALID_ARGUMENT, "is not registered");
+  CHECK(dds_register_recv(s, "v", buf, 64)); /* still usable, and unregistered once */
+  CHECK(dds_unregister_recv(s, "v", buf));
+  EXPECT_ERR(dds_unregister_recv(s, "v", buf), DDS_ERR_INVALID_ARGUMENT, "is not registered");
   /* Output structs must be sized by the caller. */
   dds_var_info info = {.struct_size = 0};
   dds_counters c = {.struct_size = 0};

@@ -3,6 +3,7 @@
  * or asleep, concurrent reading threads, registered destinations, rows split
  * into pieces, one-sided batches, provider/interface errors, dds_info. */
 #include <pthread.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -189,7 +190,11 @@ static void test_registered(int force_local) {
   EXPECT(t_rows_ok(other, 8, ELEMS, 8, 7, idx, 0));
   CHECK(dds_profile(s, "v", &c0));
   /* Node-local reads (all ranks on this node) use no destination registration. */
-  int direct = strcmp(getenv("DDSTORE_NODE_LOCAL"), "0") != 0;
+  /* main() sets DDSTORE_NODE_LOCAL=0 only when unset; any other value of it is
+   * read as the library reads it (off: 0, off, false, no). */
+  const char *nl = getenv("DDSTORE_NODE_LOCAL");
+  int direct = !(nl && (strcmp(nl, "0") == 0 || strcasecmp(nl, "off") == 0 || strcasecmp(nl, "false") == 0 ||
+                        strcasecmp(nl, "no") == 0));
   EXPECT(c0.profiling == 1 && c0.mr_miss == (force_local && t_size > 1 && !direct ? 1u : 0u));
   CHECK(dds_register_recv(s, "v", pool, rb * 64));
   for (int k = 0; k < 8; k++) { /* slices of the pool */

@@ -1,5 +1,6 @@
 /* Store lifetime: 100 stores created and destroyed do not grow resident
- * memory store by store (dds_destroy frees everything the store allocated), and after
+ * memory store by store (dds_destroy frees everything the store allocated;
+ * the bound is not applied under ASan or valgrind, see t_instrumented), and after
  * MPI_Finalize every call but dds_destroy is refused while dds_destroy still
  * releases local memory. */
 #include "common.h"
@@ -57,10 +58,17 @@ int main(int argc, char **argv) {
   if (t_rank == 0)
     printf("RSS after %d stores: %ld KiB, after %d: %ld KiB; median growth per store %ld KiB\n", WARM + 1, rss[WARM],
            STORES, rss[STORES - 1], median);
-  /* Each store holds 8 MiB: leaking even 1/256 of that per store fails. */
-  EXPECT(median < 32);
-  /* A gross leak (one shard per store is 720 MiB) fails even if irregular. */
-  EXPECT(total < 256 * 1024);
+  const char *tool = t_instrumented();
+  if (tool) {
+    /* A quarantine of freed blocks (valgrind ~20 MB, ASan 256 MB) makes RSS
+     * measure the tool; its leak check covers leaks instead. */
+    if (t_rank == 0) printf("RSS bound not applied under %s (its leak check covers leaks)\n", tool);
+  } else {
+    /* Each store holds 8 MiB: leaking even 1/256 of that per store fails. */
+    EXPECT(median < 32);
+    /* A gross leak (one shard per store is 720 MiB) fails even if irregular. */
+    EXPECT(total < 256 * 1024);
+  }
 
   /* A store that outlives MPI. */
   dds_store *s = t_store(DDS_METHOD_MPI, 0);
@@ -76,6 +84,26 @@ int main(int argc, char **argv) {
   EXPECT_ERR(dds_get_batch(s, "x", row, sizeof row, &g, 1), DDS_ERR_BAD_STATE, "finalized");
   EXPECT_ERR(dds_init(s, "z", 1, 1, 1), DDS_ERR_BAD_STATE, "finalized");
   EXPECT_ERR(dds_epoch_begin(s), DDS_ERR_BAD_STATE, "finalized");
+  /* Every other entry point that takes a store, local ones included (dds_info
+   * and dds_update used to succeed here). */
+  const char *gone = "MPI has been finalized; only dds_destroy is allowed";
+  dds_var_info info = {.struct_size = sizeof info};
+  dds_counters cnt = {.struct_size = sizeof cnt};
+  EXPECT_ERR(dds_info(s, "x", &info), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_update(s, "x", row, sizeof row, 0), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_profile(s, "x", &cnt), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_register_recv(s, "x", row, sizeof row), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_unregister_recv(s, "x", row), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_get_stream(s, "x", row, sizeof row, 0, 1, NULL), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_get_batch_stream(s, "x", row, sizeof row, &g, 1, NULL), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_add(s, "z", row, sizeof row, 1, ELEMS, 4), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_init(s, "z", 1, 1, 1), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_epoch_end(s), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_join(s, "x"), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_join_expect(s, "x", ELEMS, 4), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_remove(s, "x"), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_extra_done(s), DDS_ERR_BAD_STATE, gone);
+  EXPECT_ERR(dds_wait_extras(s, 1, 0), DDS_ERR_BAD_STATE, gone);
   dds_store *t = NULL;
   EXPECT_ERR(dds_create(0, NULL, &t), DDS_ERR_BAD_STATE, "MPI has been finalized");
   EXPECT(dds_destroy(s) == DDS_OK);

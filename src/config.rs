@@ -24,6 +24,16 @@ pub const DEFAULT_GPU_STAGING_BYTES: u64 = 8 * 1024 * 1024;
 /// Default hand-shake directory for method 2.
 pub const DEFAULT_HANDSHAKE_DIR: &str = "./ddstore_hs";
 
+/// Largest accepted time-out, in seconds (one year): far beyond any real
+/// wait, and small enough that a deadline computed from it never overflows.
+pub const MAX_SECONDS: f64 = 31_536_000.0;
+/// Largest `DDSTORE_ALLTOALL_MAX_BYTES` and `DDSTORE_MAX_READ_BYTES` (1 TiB).
+pub const MAX_TRANSFER_BYTES: u64 = 1 << 40;
+/// Largest `DDSTORE_GPU_STAGING_BYTES` (16 GiB of pinned bounce buffer).
+pub const MAX_STAGING_BYTES: u64 = 1 << 34;
+/// Largest `DDSTORE_NODE_LOCAL_WIDTH` (ranks).
+pub const MAX_NODE_LOCAL_WIDTH: u64 = i32::MAX as u64;
+
 /// A snapshot of the environment taken by `dds_create`.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -79,10 +89,11 @@ impl Config {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config> {
         let text = |k: &str| get(k).filter(|v| !v.is_empty());
         Ok(Config {
-            alltoall_max_bytes: positive_bytes(
+            alltoall_max_bytes: bytes_in(
                 "DDSTORE_ALLTOALL_MAX_BYTES",
                 text("DDSTORE_ALLTOALL_MAX_BYTES"),
                 DEFAULT_ALLTOALL_MAX_BYTES,
+                MAX_TRANSFER_BYTES,
             )?,
             batch_exchange: match text("DDSTORE_BATCH_EXCHANGE").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
                 None | Some("auto") => Exchange::Auto,
@@ -93,17 +104,18 @@ impl Config {
                     "DDSTORE_BATCH_EXCHANGE={v:?} is not one of auto, alltoallv, sendrecv"
                 ),
             },
-            max_read_bytes: positive_bytes(
+            max_read_bytes: bytes_in(
                 "DDSTORE_MAX_READ_BYTES",
                 text("DDSTORE_MAX_READ_BYTES"),
                 DEFAULT_MAX_READ_BYTES,
+                MAX_TRANSFER_BYTES,
             )?,
             read_timeout_s: seconds(
                 "DDSTORE_READ_TIMEOUT_S",
                 text("DDSTORE_READ_TIMEOUT_S"),
                 DEFAULT_READ_TIMEOUT_S,
             )?,
-            profile: text("DDSTORE_PROFILE").is_some_and(|v| v != "0"),
+            profile: switch("DDSTORE_PROFILE", text("DDSTORE_PROFILE"), false)?,
             handshake_dir: text("DDSTORE_HANDSHAKE_DIR"),
             handshake_timeout_s: seconds(
                 "DDSTORE_HANDSHAKE_TIMEOUT_S",
@@ -113,37 +125,44 @@ impl Config {
             fabric: text("DDSTORE_FABRIC"),
             fabric_iface: text("FABRIC_IFACE"),
             nic_map: text("DDSTORE_NIC_MAP"),
-            fabric_local_mr: text("DDSTORE_FABRIC_LOCAL_MR").is_some_and(|v| v != "0"),
+            fabric_local_mr: switch("DDSTORE_FABRIC_LOCAL_MR", text("DDSTORE_FABRIC_LOCAL_MR"), false)?,
             progress_sleep_us: micros(
                 "DDSTORE_PROGRESS_SLEEP_US",
                 text("DDSTORE_PROGRESS_SLEEP_US"),
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
-            node_local_width: match text("DDSTORE_NODE_LOCAL_WIDTH") {
-                None => 0,
-                v => positive_bytes("DDSTORE_NODE_LOCAL_WIDTH", v, 0)?,
-            },
+            node_local_width: ranks("DDSTORE_NODE_LOCAL_WIDTH", text("DDSTORE_NODE_LOCAL_WIDTH"))?,
             gpu: match text("DDSTORE_GPU") {
                 None => crate::gpu::Mode::Auto,
                 Some(v) => crate::gpu::Mode::parse(&v)?,
             },
             gpu_staging: switch("DDSTORE_GPU_STAGING", text("DDSTORE_GPU_STAGING"), true)?,
-            gpu_staging_bytes: positive_bytes(
+            gpu_staging_bytes: bytes_in(
                 "DDSTORE_GPU_STAGING_BYTES",
                 text("DDSTORE_GPU_STAGING_BYTES"),
                 DEFAULT_GPU_STAGING_BYTES,
+                MAX_STAGING_BYTES,
             )?,
         })
     }
 }
 
-/// A positive integer byte count.
-pub fn positive_bytes(var: &str, value: Option<String>, default: u64) -> Result<u64> {
+/// A whole number of bytes in [1, `max`].
+pub fn bytes_in(var: &str, value: Option<String>, default: u64, max: u64) -> Result<u64> {
     let Some(v) = value else { return Ok(default) };
     match v.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => bail!(InvalidArgument, "{var}={v:?} is not a positive integer number of bytes"),
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not a whole number of bytes in [1, {max}]"),
+    }
+}
+
+/// A number of ranks in [1, MAX_NODE_LOCAL_WIDTH]; unset is 0 (no override).
+pub fn ranks(var: &str, value: Option<String>) -> Result<u64> {
+    let Some(v) = value else { return Ok(0) };
+    match v.trim().parse::<u64>() {
+        Ok(n) if (1..=MAX_NODE_LOCAL_WIDTH).contains(&n) => Ok(n),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not a whole number of ranks in [1, {MAX_NODE_LOCAL_WIDTH}]"),
     }
 }
 
@@ -156,22 +175,31 @@ pub fn micros(var: &str, value: Option<String>, default: u64) -> Result<u64> {
     }
 }
 
-/// An on/off switch: `1`/`0` (also `on`/`off`, `true`/`false`, `yes`/`no`).
+/// The accepted spellings of an on/off switch (compared case-insensitively).
+pub const SWITCH_ON: [&str; 4] = ["1", "on", "true", "yes"];
+/// See [`SWITCH_ON`].
+pub const SWITCH_OFF: [&str; 4] = ["0", "off", "false", "no"];
+
+/// An on/off switch: exactly one of `1`/`0`, `on`/`off`, `true`/`false`,
+/// `yes`/`no` (any case, surrounding blanks ignored); anything else is refused.
 pub fn switch(var: &str, value: Option<String>, default: bool) -> Result<bool> {
     let Some(v) = value else { return Ok(default) };
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "true" | "yes" => Ok(true),
-        "0" | "off" | "false" | "no" => Ok(false),
-        _ => bail!(InvalidArgument, "{var}={v:?} is not 0 or 1"),
+    let t = v.trim().to_ascii_lowercase();
+    if SWITCH_ON.contains(&t.as_str()) {
+        Ok(true)
+    } else if SWITCH_OFF.contains(&t.as_str()) {
+        Ok(false)
+    } else {
+        bail!(InvalidArgument, "{var}={v:?} is not a switch: use 1/0, on/off, true/false or yes/no")
     }
 }
 
-/// A non-negative, finite number of seconds.
+/// A finite number of seconds in [0, MAX_SECONDS] (one year).
 pub fn seconds(var: &str, value: Option<String>, default: f64) -> Result<f64> {
     let Some(v) = value else { return Ok(default) };
     match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
-        _ => bail!(InvalidArgument, "{var}={v:?} is not a non-negative number of seconds"),
+        Ok(s) if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) => Ok(s),
+        _ => bail!(InvalidArgument, "{var}={v:?} is not a number of seconds in [0, {MAX_SECONDS}] (one year)"),
     }
 }
 
@@ -242,6 +270,71 @@ mod tests {
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");
+        }
+    }
+
+    /// Every number has a documented range (docs/environment.md): a value
+    /// outside it is refused naming the variable and the range, never
+    /// converted (1e300 seconds used to panic making a Duration).
+    #[test]
+    fn numbers_outside_their_range_are_refused_naming_the_range() {
+        for (k, v, range) in [
+            ("DDSTORE_READ_TIMEOUT_S", "1e300", "[0, 31536000]"),
+            ("DDSTORE_HANDSHAKE_TIMEOUT_S", "1e300", "[0, 31536000]"),
+            ("DDSTORE_READ_TIMEOUT_S", "31536000.5", "[0, 31536000]"),
+            ("DDSTORE_HANDSHAKE_TIMEOUT_S", "NaN", "[0, 31536000]"),
+            ("DDSTORE_ALLTOALL_MAX_BYTES", "18446744073709551615", "[1, 1099511627776]"),
+            ("DDSTORE_ALLTOALL_MAX_BYTES", "9223372036854775808", "[1, 1099511627776]"),
+            ("DDSTORE_MAX_READ_BYTES", "1099511627777", "[1, 1099511627776]"),
+            ("DDSTORE_GPU_STAGING_BYTES", "17179869185", "[1, 17179869184]"),
+            ("DDSTORE_PROGRESS_SLEEP_US", "1000001", "[1, 1000000]"),
+            ("DDSTORE_NODE_LOCAL_WIDTH", "0", "[1, 2147483647]"),
+            ("DDSTORE_NODE_LOCAL_WIDTH", "2147483648", "[1, 2147483647]"),
+        ] {
+            let e = parse(&[(k, v)]).unwrap_err();
+            assert!(e.msg.contains(k) && e.msg.contains(range), "{k}={v}: {e}");
+        }
+        // The bounds themselves are accepted.
+        let c = parse(&[
+            ("DDSTORE_READ_TIMEOUT_S", "31536000"),
+            ("DDSTORE_HANDSHAKE_TIMEOUT_S", "0"),
+            ("DDSTORE_ALLTOALL_MAX_BYTES", "1099511627776"),
+            ("DDSTORE_MAX_READ_BYTES", "1"),
+            ("DDSTORE_GPU_STAGING_BYTES", "17179869184"),
+            ("DDSTORE_NODE_LOCAL_WIDTH", "2147483647"),
+        ])
+        .unwrap();
+        assert_eq!(c.read_timeout_s, MAX_SECONDS);
+        assert_eq!(c.alltoall_max_bytes, MAX_TRANSFER_BYTES);
+        assert_eq!(c.node_local_width, i32::MAX as u64);
+        // A count of ranks is not called bytes.
+        let e = parse(&[("DDSTORE_NODE_LOCAL_WIDTH", "-1")]).unwrap_err();
+        assert!(e.msg.contains("ranks") && !e.msg.contains("bytes"), "{e}");
+    }
+
+    /// Every boolean variable accepts exactly 1/0, on/off, true/false,
+    /// yes/no in any case; anything else is refused naming the variable
+    /// (DDSTORE_PROFILE=off used to turn profiling on).
+    #[test]
+    fn every_switch_accepts_exactly_the_documented_spellings() {
+        type Get = fn(&Config) -> bool;
+        let switches: [(&str, Get); 4] = [
+            ("DDSTORE_PROFILE", |c| c.profile),
+            ("DDSTORE_FABRIC_LOCAL_MR", |c| c.fabric_local_mr),
+            ("DDSTORE_NODE_LOCAL", |c| c.node_local),
+            ("DDSTORE_GPU_STAGING", |c| c.gpu_staging),
+        ];
+        for (k, get) in &switches {
+            for v in ["1", "on", "ON", "True", "yes", " Yes "] {
+                assert!(get(&parse(&[(k, v)]).unwrap()), "{k}={v:?} should be on");
+            }
+            for v in ["0", "off", "OFF", "false", "FALSE", "no", "No"] {
+                assert!(!get(&parse(&[(k, v)]).unwrap()), "{k}={v:?} should be off");
+            }
+            for v in ["2", "maybe", "enable", "y", "n", "00", "-1", "onn", "of"] {
+                let e = parse(&[(k, v)]).unwrap_err();
+                assert!(e.msg.contains(k) && e.msg.contains("on/off"), "{k}={v:?}: {e}");
+            }
         }
     }
 }

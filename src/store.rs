@@ -137,19 +137,21 @@ fn fingerprint(name: &str) -> i64 {
 
 impl Store {
     /// Collective over the communicator whose Fortran handle is `comm_f`.
-    /// `opts` carries the caller's (possibly invalid) options.
-    pub fn create(comm_f: i32, opts: Result<Options>) -> Result<Store> {
+    /// `opts` carries the caller's (possibly invalid) options; `extra` says
+    /// the caller's raw fields ask for a method-2 extra member (read even
+    /// when the options as a whole did not decode), which is local: any
+    /// error is returned without touching `comm_f`, which extras ignore.
+    pub fn create(comm_f: i32, opts: Result<Options>, extra: bool) -> Result<Store> {
         if !mpi::initialized() {
             bail!(BadState, "MPI is not initialized: call MPI_Init (or import mpi4py.MPI) before dds_create");
         }
         if mpi::finalized() {
             bail!(BadState, "MPI has been finalized");
         }
-        if let Ok(o) = &opts {
-            if o.method == 2 && o.role == 1 {
-                // No collective: an extra member has no communicator.
-                return Store::create_extra(o.clone());
-            }
+        let extra = extra || opts.as_ref().is_ok_and(|o| o.method == 2 && o.role == 1);
+        if extra {
+            // No collective: an extra member has no communicator.
+            return Store::create_extra(opts?);
         }
         let split_opts = opts.as_ref().ok().filter(|o| o.method == 2).cloned();
         let world = Comm::dup_from_fortran(comm_f)?;
@@ -163,6 +165,9 @@ impl Store {
             }
             let cfg = Config::from_env()?;
             let gpu = GpuSettings::resolve(&o, &cfg)?;
+            if method != Method::Mpi {
+                check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
+            }
             // Options override the environment.
             let fcfg = FabricConfig {
                 provider: o.fabric_provider.or_else(|| cfg.fabric.clone()),
@@ -231,7 +236,7 @@ impl Store {
     }
 
     #[inline]
-    fn check_running(&self) -> Result<()> {
+    pub(crate) fn check_running(&self) -> Result<()> {
         if mpi::finalize_began() {
             bail!(BadState, "MPI has been finalized; only dds_destroy is allowed");
         }
@@ -647,6 +652,21 @@ impl Store {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Checks the NIC map a method-1/2 store would use (the option, else
+/// DDSTORE_NIC_MAP) whether or not an interface is also given, so a malformed
+/// map is never ignored; the error names its source and the bad entry.
+pub(crate) fn check_nic_map(option: Option<&str>, env: Option<&str>) -> Result<()> {
+    let (map, source) = match (option, env) {
+        (Some(m), _) => (m, "options.nic_map"),
+        (None, Some(m)) => (m, "DDSTORE_NIC_MAP"),
+        (None, None) => return Ok(()),
+    };
+    match crate::backend::fabric::select::parse_nic_map_from(map, source) {
+        Ok(_) => Ok(()),
+        Err(e) => bail!(InvalidArgument, "{e} (in {source}={map:?})"),
     }
 }
 

@@ -211,6 +211,7 @@ impl Store {
             bail!(InvalidArgument, "a method-2 extra member needs n_core > 0 (the core job's rank count), got {}", o.n_core);
         }
         let cfg = Config::from_env()?;
+        super::check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
         let fcfg = FabricConfig {
             provider: o.fabric_provider.clone().or_else(|| cfg.fabric.clone()),
             iface: o.fabric_iface.clone().or_else(|| cfg.fabric_iface.clone()),

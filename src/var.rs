@@ -80,12 +80,18 @@ impl Variable {
     /// `on_new` registers a new range with the transport; it runs under the
     /// registry's lock, so a racing unregistration of the same buffer cannot
     /// slip between the two and leave the transport holding a stale one.
+    /// A range whose end would pass the address space (or isize::MAX bytes,
+    /// the most one object may span) is refused before any comparison, so the
+    /// overlap test below works on ends that cannot wrap.
     pub fn register_recv(&self, start: usize, len: usize, on_new: impl FnOnce() -> Result<()>) -> Result<()> {
+        check_recv_range(start, len)?;
         let mut regs = self.recv.lock();
         for &(s, l) in regs.iter() {
             if (s, l) == (start, len) {
                 return Ok(());
             }
+            // Half-open ranges [start, start + len) and [s, s + l); every
+            // registered range passed check_recv_range, so neither end wraps.
             if start < s + l && s < start + len {
                 bail!(
                     InvalidArgument,
@@ -122,5 +128,37 @@ impl Variable {
                 Ok(())
             }
         }
+    }
+}
+
+/// Checks a receive buffer `[start, start + len)`: `len` at most isize::MAX
+/// bytes and an end inside the address space.
+pub fn check_recv_range(start: usize, len: usize) -> Result<()> {
+    let end = start.checked_add(len);
+    if len > isize::MAX as usize || end.is_none() {
+        bail!(
+            InvalidArgument,
+            "buf {start:#x} with bytes {len}: the buffer would end past the address space \
+             (bytes must be at most {} and buf + bytes must not overflow)",
+            isize::MAX
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_recv_range;
+
+    #[test]
+    fn recv_ranges_that_wrap_are_refused() {
+        let buf = 0x1000usize;
+        for (start, len) in [(buf, usize::MAX), (usize::MAX - 10, 40), (buf, isize::MAX as usize + 1), (1, usize::MAX)] {
+            let e = check_recv_range(start, len).unwrap_err();
+            assert!(e.msg.contains("buf") && e.msg.contains("bytes"), "{e}");
+        }
+        assert!(check_recv_range(buf, 4096).is_ok());
+        assert!(check_recv_range(usize::MAX - 10, 10).is_ok());
+        assert!(check_recv_range(0, isize::MAX as usize).is_ok());
     }
 }

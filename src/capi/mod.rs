@@ -129,15 +129,19 @@ fn release_all_before_finalize() {
     }
 }
 
-/// Looks up a live store.
+/// Looks up a live store for any entry point but `dds_destroy` (which uses
+/// `take_store`): once MPI_Finalize has begun every such call is refused here,
+/// in one place, so no entry point can forget it (docs/guarantees.md).
 pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
     if h.is_null() {
         bail!(InvalidArgument, "store handle is NULL");
     }
-    match STORES.read().get(&(h as usize)) {
-        Some(s) => Ok(s.clone()),
+    let s = match STORES.read().get(&(h as usize)) {
+        Some(s) => s.clone(),
         None => bail!(BadState, "store handle {h:p} is not a live store (destroyed or never created)"),
-    }
+    };
+    s.check_running()?;
+    Ok(s)
 }
 
 /// Removes a store from the registry (the first step of `dds_destroy`).
@@ -146,6 +150,26 @@ pub(crate) fn take_store(h: *const dds_store) -> Result<Arc<Store>> {
         Some(s) => Ok(s),
         None => bail!(BadState, "store handle {h:p} is not a live store (destroyed twice, or never created)"),
     }
+}
+
+/// True when `dds_create`'s raw options ask for a method-2 extra member:
+/// `struct_size` covers `method` and `role` and they are 2 and 1. Read
+/// before (and whatever the outcome of) decoding the rest, so that an extra
+/// member's error (NULL `out`, non-UTF-8 string, short struct) stays local
+/// instead of falling into the collective path on a communicator extras
+/// ignore.
+///
+/// # Safety
+/// `p` is NULL or points to at least `struct_size` readable bytes.
+pub(crate) unsafe fn raw_extra_role(p: *const types::dds_options) -> bool {
+    if p.is_null() {
+        return false;
+    }
+    let covers = std::mem::offset_of!(types::dds_options, role) + std::mem::size_of::<i32>();
+    let size = std::ptr::addr_of!((*p).struct_size).read_unaligned() as usize;
+    size >= covers
+        && std::ptr::addr_of!((*p).method).read_unaligned() == crate::capi::types::DDS_METHOD_SPLIT
+        && std::ptr::addr_of!((*p).role).read_unaligned() == crate::capi::types::DDS_ROLE_EXTRA
 }
 
 /// Reads a NUL-terminated name: not NULL, not empty, UTF-8, at most

@@ -88,7 +88,7 @@ pub unsafe extern "C" fn dds_create(comm_f: c_int, options: *const dds_options, 
             }
             Ok(o)
         });
-        let store = Store::create(comm_f, opts)?;
+        let store = Store::create(comm_f, opts, super::raw_extra_role(options))?;
         *out = register_store(store)?;
         Ok(())
     })

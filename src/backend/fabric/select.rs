@@ -168,18 +168,24 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
 
 /// Parses `DDSTORE_NIC_MAP`: `nic=cpus;nic=cpus`.
 pub fn parse_nic_map(s: &str) -> Result<Vec<(String, Vec<usize>)>, String> {
+    parse_nic_map_from(s, "DDSTORE_NIC_MAP")
+}
+
+/// Parses a NIC map that came from `source` (`DDSTORE_NIC_MAP` or
+/// `options.nic_map`), which every error message names with the bad entry.
+pub fn parse_nic_map_from(s: &str, source: &str) -> Result<Vec<(String, Vec<usize>)>, String> {
     let mut out = Vec::new();
     for entry in s.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((nic, cpus)) = entry.split_once('=') else {
-            return Err(format!("DDSTORE_NIC_MAP entry '{entry}' is not nic=cpus"));
+            return Err(format!("{source} entry '{entry}' is not nic=cpus"));
         };
         let nic = nic.trim();
         if nic.is_empty() {
-            return Err(format!("DDSTORE_NIC_MAP entry '{entry}' has no NIC name"));
+            return Err(format!("{source} entry '{entry}' has no NIC name"));
         }
-        let cpus = parse_cpus(cpus).map_err(|e| format!("DDSTORE_NIC_MAP entry '{entry}': {e}"))?;
+        let cpus = parse_cpus(cpus).map_err(|e| format!("{source} entry '{entry}': {e}"))?;
         if cpus.is_empty() {
-            return Err(format!("DDSTORE_NIC_MAP entry '{entry}' lists no CPUs"));
+            return Err(format!("{source} entry '{entry}' lists no CPUs"));
         }
         out.push((nic.to_string(), cpus));
     }
@@ -273,6 +279,10 @@ mod tests {
         // Found by the nic_map fuzz target: an entry without CPUs matches nothing.
         assert!(parse_nic_map("hsn0=").unwrap_err().contains("lists no CPUs"));
         assert!(parse_nic_map("hsn0=0;hsn1= , ").is_err());
+        // Every entry is checked, empty ones skipped; the message names the source.
+        let e = parse_nic_map_from("garbage;;=", "options.nic_map").unwrap_err();
+        assert!(e.contains("options.nic_map entry 'garbage'"), "{e}");
+        assert!(parse_nic_map("hsn0=1;;=").unwrap_err().contains("DDSTORE_NIC_MAP entry '=' has no NIC name"));
         assert!(!affinity().is_empty());
     }
 }
