@@ -232,6 +232,8 @@ mod tests {
         assert_eq!(c.gpu_staging_bytes, DEFAULT_GPU_STAGING_BYTES);
         assert_eq!(parse(&[("DDSTORE_GPU", "0")]).unwrap().gpu, crate::gpu::Mode::Off);
         assert_eq!(parse(&[("DDSTORE_GPU", "require")]).unwrap().gpu, crate::gpu::Mode::Require);
+        assert_eq!(parse(&[("DDSTORE_GPU", "false")]).unwrap().gpu, crate::gpu::Mode::Off);
+        assert_eq!(parse(&[("DDSTORE_GPU", "True")]).unwrap().gpu, crate::gpu::Mode::Auto);
         assert!(!parse(&[("DDSTORE_GPU_STAGING", "0")]).unwrap().gpu_staging);
     }
 

@@ -137,3 +137,56 @@ def indices(value):
             out[k] = to_int(v, f"indices[{k}]", I64, IndexOutOfRangeError)
         return out
     raise ArgumentTypeError(f"indices must be integers, got an array of {arr.dtype}")
+
+
+# The words the library accepts for its on/off variables (src/config.rs,
+# `switch`); the same set here, so "off" means off on both sides.
+_ON = frozenset(("1", "on", "true", "yes"))
+_OFF = frozenset(("0", "off", "false", "no"))
+
+
+def env_switch(var, default, environ=None):
+    """An on/off environment variable read by the Python layer: unset or
+    empty is `default`; anything outside the documented words is refused."""
+    import os
+    raw = (os.environ if environ is None else environ).get(var, "")
+    value = raw.strip().lower()
+    if not value:
+        return default
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise InvalidArgumentError(f"{var}={raw!r} is not one of 1/0, on/off, true/false, yes/no")
+
+
+def env_int(var, default, lo, hi, environ=None):
+    """An integer environment variable read by the Python layer, in [lo, hi]."""
+    import os
+    raw = (os.environ if environ is None else environ).get(var, "")
+    if not raw.strip():
+        return default
+    try:
+        value = int(raw.strip(), 10)
+    except ValueError:
+        raise InvalidArgumentError(f"{var}={raw!r} is not a whole number") from None
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(f"{var}={value} is outside [{lo}, {hi}]")
+    return value
+
+
+def env_seconds(var, default, environ=None):
+    """A time-out in seconds read by the Python layer, in the library's range
+    (src/config.rs: 0 to one year)."""
+    import math
+    import os
+    raw = (os.environ if environ is None else environ).get(var, "")
+    if not raw.strip():
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise InvalidArgumentError(f"{var}={raw!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 <= value <= 31_536_000):
+        raise InvalidArgumentError(f"{var}={raw!r} is outside [0, 31536000] seconds")
+    return value

@@ -91,8 +91,8 @@ class PyDDStore:
 
         self._method = method
         self._role = role
-        prof = os.environ.get("DDSTORE_PROFILE", "")
-        self._prof = prof not in ("", "0")
+        # The library refuses a malformed value at dds_create; the same words.
+        self._prof = _args.env_switch("DDSTORE_PROFILE", False)
         self._py_gets = 0
         self._py_get = 0.0
         self._py_sync = 0.0
@@ -107,7 +107,7 @@ class PyDDStore:
         # The library decides GPU support at creation from DDSTORE_GPU; a store
         # with it off takes every pointer as host memory, so device buffers
         # must be stopped here.
-        self._gpu_off = os.environ.get("DDSTORE_GPU", "").strip().lower() in ("0", "off", "no", "host")
+        self._gpu_off = os.environ.get("DDSTORE_GPU", "").strip().lower() in ("0", "off", "no", "false", "host")
 
         opts = _lib.DdsOptions()
         self._check(lib.dds_options_init(ctypes.byref(opts)))

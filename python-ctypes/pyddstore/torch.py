@@ -317,7 +317,7 @@ class _StoredDataset(Dataset):
             self._fields.append(_Field(spec, skey, key, f"{name}/{skey}"))
         self._by_key = {f.key: f for f in self._fields}
         self.variables = [f.var for f in self._fields]
-        self._batched = os.environ.get("DDSTORE_BATCH_GET", "1") != "0"
+        self._batched = _args.env_switch("DDSTORE_BATCH_GET", True)
         dev = None if device is None else torch.device(device)
         self._device = dev if dev is not None and dev.type != "cpu" else None
 
@@ -521,7 +521,7 @@ class DistDataset(_StoredDataset):
         self.ddstore_width = self.comm_size if ddstore_width is None else operator.index(ddstore_width)
         if self.ddstore_width < 1:
             raise ValueError(f"ddstore_width must be at least 1, got {self.ddstore_width}")
-        self.method = int(os.environ.get("DDSTORE_METHOD", "0")) if method is None else operator.index(method)
+        self.method = _args.env_int("DDSTORE_METHOD", 0, 0, 2) if method is None else operator.index(method)
         if self.method == 2 and self.ddstore_width != self.comm_size:
             raise NotImplementedError("method=2 needs ddstore_width equal to the communicator size "
                                       "(groups would collide in one handshake directory)")
@@ -691,9 +691,9 @@ class DistDatasetReader(_StoredDataset):
             if not env:
                 raise ValueError(f"DistDatasetReader('{name}') needs the number of core ranks: "
                                  "pass n_core= or set DDSTORE_N_CORE")
-            n_core = int(env)
+            n_core = _args.env_int("DDSTORE_N_CORE", 0, 1, (1 << 31) - 1)
         self.n_core = operator.index(n_core)
-        timeout = float(os.environ.get("DDSTORE_HANDSHAKE_TIMEOUT_S", "300"))
+        timeout = _args.env_seconds("DDSTORE_HANDSHAKE_TIMEOUT_S", 300.0)
         path = os.path.join(hs, _safe_name(name) + ".meta.json")
         t0 = time.monotonic()
         while not os.path.exists(path):

@@ -269,3 +269,70 @@ def test_batch_bad_indices_on_one_rank_names_the_cause_on_every_rank(comm):
     comm.Barrier()
     s.free()
     ck.done()
+
+
+# -- environment variables the Python layer reads itself ---------------------
+
+@pytest.mark.parametrize("raw, want", [
+    ("", True), ("1", True), ("on", True), (" TRUE ", True), ("yes", True),
+    ("0", False), ("off", False), ("False", False), ("no", False),
+])
+def test_env_switch_words(raw, want):
+    from pyddstore import _args
+    assert _args.env_switch("DDSTORE_X", True, {"DDSTORE_X": raw}) is want
+    assert _args.env_switch("DDSTORE_X", False, {}) is False
+
+
+@pytest.mark.parametrize("raw", ["2", "maybe", "of", "-1", "1.0"])
+def test_env_switch_refuses_other_words(raw):
+    from pyddstore import _args
+    refused(dds.InvalidArgumentError, lambda: _args.env_switch("DDSTORE_X", True, {"DDSTORE_X": raw}),
+            "DDSTORE_X", repr(raw))
+
+
+@pytest.mark.parametrize("raw, ok", [
+    ("0", True), ("2", True), ("3", False), ("-1", False), ("1.5", False), ("two", False), (str(2**64 + 1), False),
+])
+def test_env_int_range(raw, ok):
+    from pyddstore import _args
+    call = lambda: _args.env_int("DDSTORE_METHOD", 0, 0, 2, {"DDSTORE_METHOD": raw})  # noqa: E731
+    if ok:
+        assert call() == int(raw)
+    else:
+        refused(dds.InvalidArgumentError, call, "DDSTORE_METHOD")
+
+
+@pytest.mark.parametrize("raw, ok", [("0", True), ("2.5", True), ("31536000", True),
+                                     ("31536001", False), ("1e300", False), ("-1", False), ("nan", False),
+                                     ("inf", False), ("soon", False)])
+def test_env_seconds_range(raw, ok):
+    from pyddstore import _args
+    call = lambda: _args.env_seconds("DDSTORE_HANDSHAKE_TIMEOUT_S", 300.0, {"DDSTORE_HANDSHAKE_TIMEOUT_S": raw})  # noqa: E731
+    if ok:
+        assert call() == float(raw)
+    else:
+        refused(dds.InvalidArgumentError, call, "DDSTORE_HANDSHAKE_TIMEOUT_S")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_profile_off_means_off(comm, method, monkeypatch):
+    """DDSTORE_PROFILE=off used to turn Python-side timing on (any value but
+    "0" did); the library and the package now read the same words."""
+    monkeypatch.setenv("DDSTORE_PROFILE", "off")
+    s = make_store(comm, method)
+    try:
+        s.add("p", np.zeros((2, 1), np.float64))
+        out = np.empty((1, 1), np.float64)
+        s.get("p", out, 0)
+        prof = s.get_profile("p")
+        assert prof["py_gets"] == 0 and prof["py_get"] == 0.0
+    finally:
+        s.free()
+    monkeypatch.setenv("DDSTORE_PROFILE", "on")
+    s = make_store(comm, method)
+    try:
+        s.add("p", np.zeros((2, 1), np.float64))
+        s.get("p", out, 0)
+        assert s.get_profile("p")["py_gets"] == 1
+    finally:
+        s.free()

@@ -61,8 +61,8 @@ impl Mode {
     /// Parses `DDSTORE_GPU`'s value.
     pub fn parse(v: &str) -> Result<Mode> {
         match v.trim().to_ascii_lowercase().as_str() {
-            "0" | "off" | "no" | "host" => Ok(Mode::Off),
-            "1" | "auto" | "on" | "yes" => Ok(Mode::Auto),
+            "0" | "off" | "no" | "false" | "host" => Ok(Mode::Off),
+            "1" | "auto" | "on" | "yes" | "true" => Ok(Mode::Auto),
             "require" | "required" | "2" => Ok(Mode::Require),
             _ => bail!(InvalidArgument, "DDSTORE_GPU={v:?} is not 0 (host only), auto (default) or require"),
         }
