@@ -108,6 +108,13 @@ $(VENV)/.torch-$(TORCH_VERSION): $(VENV)/bin/python
 test-python: install-test-prefix $(VENV)/bin/python $(VENV)/.torch-$(TORCH_VERSION)
 	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
 
+# The staged GPU paths against a stand-in libcuda whose device memory faults
+# on any host access (no GPU needed): routing, chunking, collective folding
+# and the counters of staged reads. See docs/gpu.md.
+.PHONY: test-staged
+test-staged: install-test-prefix $(VENV)/bin/python
+	PYTHON=$(VENV)/bin/python ./scripts/fake-cuda-check.sh
+
 # The documentation site in build/docs (Sphinx + MyST; warnings are errors).
 docs:
 	VENV=$(VENV) ./docs/build.sh
@@ -130,6 +137,7 @@ test: deps
 	$(MAKE) --no-print-directory test-c
 	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-staged
 	$(MAKE) --no-print-directory test-docs
 	$(MAKE) --no-print-directory fuzz
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-test.txt

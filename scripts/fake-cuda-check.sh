@@ -4,8 +4,9 @@
 # PROT_NONE host memory, so any host-side access to a device pointer faults,
 # while its copy functions move the bytes. Runs the staged-path programs under
 # real MPI and libfabric. It does not replace the device check
-# (scripts/gpu-check.sh) and is not part of `make test`: it checks our
-# routing, chunking and collective folding, not CUDA's semantics.
+# (scripts/gpu-check.sh): it checks our routing, chunking, collective
+# folding and counters, not CUDA's semantics. `make test` runs it
+# (`make test-staged`).
 # Usage (after make install-test-prefix): scripts/fake-cuda-check.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -349,6 +349,20 @@ impl Store {
     /// One-sided: reads `count` consecutive rows from global row `start`; they
     /// must lie in one rank's shard.
     pub fn get(&self, name: &str, dst: *mut u8, dst_bytes: usize, start: i64, count: i64) -> Result<()> {
+        self.get_tallied(name, dst, dst_bytes, start, count, None)
+    }
+
+    /// `get`, counted as a call of its own (`tally` None) or added to a
+    /// staged read's running total, which counts the user's call once.
+    pub(crate) fn get_tallied(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        start: i64,
+        count: i64,
+        tally: Option<&Tally>,
+    ) -> Result<()> {
         self.check_running()?;
         self.with_var(name, |v| {
             if count < 0 {
@@ -380,7 +394,7 @@ impl Store {
                     }
                 }
             }
-            v.counters.read_call(count as u64, if direct.is_some() { count as u64 } else { 0 });
+            Tally::record(tally, v, count as u64, if direct.is_some() { count as u64 } else { 0 });
             Ok(())
         })
     }
@@ -407,13 +421,26 @@ impl Store {
     /// Collective for method 0, one-sided for method 1. `indices` carries
     /// this rank's argument check.
     pub fn get_batch(&self, name: &str, dst: *mut u8, dst_bytes: usize, indices: Result<&[i64]>) -> Result<()> {
+        self.get_batch_tallied(name, dst, dst_bytes, indices, None)
+    }
+
+    /// `get_batch` with a staged read's running total (see `get_tallied`);
+    /// only one-sided batches are staged in several chunks.
+    pub(crate) fn get_batch_tallied(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        indices: Result<&[i64]>,
+        tally: Option<&Tally>,
+    ) -> Result<()> {
         self.check_running()?;
         let vars = self.vars.read();
         let var = vars.get(name);
         if self.method != Method::Mpi {
             let idx = indices?;
             let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
-            return self.batch_onesided(v, dst, dst_bytes, idx);
+            return self.batch_onesided(v, dst, dst_bytes, idx, tally);
         }
         let local = indices.and_then(|idx| match var {
             None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
@@ -427,7 +454,7 @@ impl Store {
 
     /// Method 1: every index is checked, local rows are copied, and the
     /// remote ones are read with one-sided reads (all posted, then waited for).
-    fn batch_onesided(&self, v: &Variable, dst: *mut u8, dst_bytes: usize, idx: &[i64]) -> Result<()> {
+    fn batch_onesided(&self, v: &Variable, dst: *mut u8, dst_bytes: usize, idx: &[i64], tally: Option<&Tally>) -> Result<()> {
         v.check_dst("destination", dst_bytes, idx.len() as i64)?;
         v.check_indices(idx, "the")?;
         if idx.is_empty() {
@@ -458,7 +485,7 @@ impl Store {
             }
         }
         f.read(&ops, dst, dst_bytes, &v.counters, self.cfg.profile)?;
-        v.counters.read_call(idx.len() as u64, local_rows);
+        Tally::record(tally, v, idx.len() as u64, local_rows);
         Ok(())
     }
 
@@ -667,6 +694,38 @@ pub(crate) fn check_nic_map(option: Option<&str>, env: Option<&str>) -> Result<(
     match crate::backend::fabric::select::parse_nic_map_from(map, source) {
         Ok(_) => Ok(()),
         Err(e) => bail!(InvalidArgument, "{e} (in {source}={map:?})"),
+    }
+}
+
+/// Rows read by the chunks of one staged read (`store_gpu.rs`), which
+/// counts them as the one call the user made.
+#[derive(Default)]
+pub(crate) struct Tally {
+    rows: std::cell::Cell<u64>,
+    local: std::cell::Cell<u64>,
+}
+
+impl Tally {
+    /// Counts a read of `rows` rows (`local` of them copied directly): as a
+    /// call of its own, or into `tally`.
+    fn record(tally: Option<&Tally>, v: &Variable, rows: u64, local: u64) {
+        match tally {
+            None => v.counters.read_call(rows, local),
+            Some(t) => {
+                t.rows.set(t.rows.get() + rows);
+                t.local.set(t.local.get() + local);
+            }
+        }
+    }
+
+    /// Counts everything the chunks read as one call of variable `name`.
+    pub(crate) fn finish(&self, store: &Store, name: &str) {
+        if self.rows.get() > 0 {
+            let _ = store.with_var(name, |v| {
+                v.counters.read_call(self.rows.get(), self.local.get());
+                Ok(())
+            });
+        }
     }
 }
 

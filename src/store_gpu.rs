@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::error::{bail, err, Result};
 use crate::gpu::{self, MemKind, Mode, Path, Stream};
 
-use super::{Method, Options, Store};
+use super::{Method, Options, Store, Tally};
 
 /// A store's device-memory settings, fixed at creation.
 #[derive(Clone, Copy, Debug)]
@@ -120,9 +120,12 @@ impl Store {
                     }
                     Ok(v.row_bytes as usize)
                 })?;
-                self.staged(dev, dst, count as usize, rb, stream, |h, first, n| {
-                    self.get(name, h, n * rb, start + first as i64, n as i64)
-                })
+                let tally = Tally::default();
+                let r = self.staged(dev, dst, count as usize, rb, stream, |h, first, n| {
+                    self.get_tallied(name, h, n * rb, start + first as i64, n as i64, Some(&tally))
+                });
+                tally.finish(self, name);
+                r
             }
         }
     }
@@ -162,7 +165,12 @@ impl Store {
             // One-sided: check every index first, so no chunk is copied
             // before an error further on.
             self.with_var(name, |v| v.check_indices(idx, "the"))?;
-            return self.staged(dev, dst, n, rb, stream, |h, first, k| self.get_batch(name, h, k * rb, Ok(&idx[first..first + k])));
+            let tally = Tally::default();
+            let r = self.staged(dev, dst, n, rb, stream, |h, first, k| {
+                self.get_batch_tallied(name, h, k * rb, Ok(&idx[first..first + k]), Some(&tally))
+            });
+            tally.finish(self, name);
+            return r;
         }
         // Collective: one chunk, so every rank makes exactly one collective
         // call; if staging fails before it, this rank still joins with the error.

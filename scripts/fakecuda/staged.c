@@ -75,13 +75,23 @@ int main(int argc, char **argv) {
   CHECK(dds_add(s, "v", h, bytes, rows, E, I));
   MPI_Barrier(MPI_COMM_WORLD);
   long before = fake_copies;
+  dds_counters c0 = {.struct_size = sizeof c0}, c1 = {.struct_size = sizeof c1};
+  CHECK(dds_profile(s, "v", &c0));
   CHECK(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total));
   fake_dev_read(bb, db, 2 * total * rb);
   EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
-  if (t_rank == 0) printf("copies for a %lld-row batch with 50-byte chunks: %ld (method %d)\n", 2 * total, fake_copies - before - 1, t_method());
+  const long copies = fake_copies - before - 1;
+  if (t_rank == 0) printf("copies for a %lld-row batch with 50-byte chunks: %ld (method %d)\n", 2 * total, copies, t_method());
+  /* Many bounce chunks, one call: the counters count what the user called. */
+  CHECK(dds_profile(s, "v", &c1));
+  EXPECT(t_method() == 0 || copies > 1);
+  EXPECT(c1.calls - c0.calls == 1 && c1.rows - c0.rows == (uint64_t)(2 * total));
+  EXPECT(c1.bytes - c0.bytes == (uint64_t)(2 * total) * rb);
   CHECK(dds_get(s, "v", d, 5 * rb, first, 5));
   fake_dev_read(back, d, 5 * rb);
   EXPECT(t_rows_ok(back, 5, E, I, TAG, NULL, first));
+  CHECK(dds_profile(s, "v", &c0));
+  EXPECT(c0.calls - c1.calls == 1 && c0.rows - c1.rows == 5 && c0.rows_local - c1.rows_local == 5);
   CHECK(dds_destroy(s));
   unsetenv("DDSTORE_GPU_STAGING_BYTES");
   /* staging refused */
