@@ -227,6 +227,11 @@ static void read_errors(dds_store *s) {
   snprintf(range, sizeof range, "global row %lld is out of range [0, %lld)", (long long)n, (long long)n);
   EXPECT_ERR(dds_get(s, "v", row, rb, n, 1), DDS_ERR_INDEX_OUT_OF_RANGE, range);
   EXPECT_ERR(dds_get(s, "v", row, rb, INT64_MAX, 1), DDS_ERR_INDEX_OUT_OF_RANGE, "out of range");
+  /* An empty read moves nothing, but its start must lie in [0, total]. */
+  EXPECT(dds_get(s, "v", row, 0, n, 0) == DDS_OK && dds_get(s, "v", NULL, 0, 0, 0) == DDS_OK);
+  EXPECT_ERR(dds_get(s, "v", row, 0, -1, 0), DDS_ERR_INDEX_OUT_OF_RANGE, "start -1 of a 0-row read");
+  EXPECT_ERR(dds_get(s, "v", row, 0, n + 1, 0), DDS_ERR_INDEX_OUT_OF_RANGE, "of a 0-row read is outside");
+  EXPECT_ERR(dds_get(s, "v", row, 0, INT64_MIN, 0), DDS_ERR_INDEX_OUT_OF_RANGE, "0-row read");
   EXPECT_ERR(dds_get(s, "v", row, rb - 1, 0, 1), DDS_ERR_MISMATCH, "destination of 31 bytes");
   EXPECT_ERR(dds_get(s, "v", two, rb + 8, 0, 1), DDS_ERR_MISMATCH, "need 32 bytes");
   EXPECT_ERR(dds_get(s, "v", two, 2 * rb, 3, 2), DDS_ERR_INVALID_ARGUMENT, "cross the end of rank 0's shard");

@@ -370,7 +370,7 @@ impl Store {
             }
             v.check_dst("destination", dst_bytes, count)?;
             if count == 0 {
-                return Ok(());
+                return check_empty_start(v, start);
             }
             let (owner, local) = self.check_range(v, start, count)?;
             let mut t = Timer::start(self.cfg.profile);
@@ -727,6 +727,16 @@ impl Tally {
             });
         }
     }
+}
+
+/// An empty read moves nothing, but its `start` must still name a place in
+/// the variable: [0, total rows] (the end included, as for a slice).
+pub(crate) fn check_empty_start(v: &Variable, start: i64) -> Result<()> {
+    let total = v.layout.total();
+    if !(0..=total).contains(&start) {
+        bail!(OutOfRange, "variable '{}': start {start} of a 0-row read is outside [0, {total}]", v.name);
+    }
+    Ok(())
 }
 
 /// Validates a shape and returns its row size in bytes.

@@ -117,6 +117,8 @@ impl Store {
                     v.check_dst("destination", dst_bytes, count)?;
                     if count > 0 {
                         self.check_range(v, start, count)?;
+                    } else {
+                        super::check_empty_start(v, start)?;
                     }
                     Ok(v.row_bytes as usize)
                 })?;

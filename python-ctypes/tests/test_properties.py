@@ -121,8 +121,10 @@ def test_get_start(pstore, comm):
         if i is not None and 0 <= i and i + rows <= total and rows > 0 and i // ROWS == (i + rows - 1) // ROWS:
             assert err is None, f"get(start={start!r}, rows={rows}) raised {err!r}"
             assert np.array_equal(out, formula(np.arange(i, i + rows))), f"start={start!r}: {out}"
-        elif i is None or (rows > 0 and (i < 0 or i + rows > total)):
-            # (A zero-row read moves nothing: the library may accept any int64 start.)
+        elif rows == 0 and i is not None and 0 <= i <= total:
+            # A zero-row read moves nothing; its start may be the end.
+            assert err is None, f"get(start={start!r}, rows=0) raised {err!r}"
+        elif i is None or i < 0 or i + rows > total:
             assert err is not None, f"get(start={start!r}, rows={rows}) did not raise"
             assert (out == -5).all(), f"a refused get wrote the buffer (start={start!r})"
             if i is None:
