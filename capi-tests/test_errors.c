@@ -217,6 +217,39 @@ static void register_errors(dds_store *s) {
   CHECK(dds_init(s, "w", 1, 1, 1));
 }
 
+/* Refused calls write no output: handles, structs and destinations keep
+ * the caller's bytes (a sentinel here). */
+static void outputs_untouched(dds_store *s) {
+  int comm = MPI_Comm_c2f(MPI_COMM_WORLD);
+  dds_options o;
+  CHECK(dds_options_init(&o));
+  o.method = 9;
+  dds_store *sentinel = (dds_store *)(uintptr_t)0xdd5, *out = sentinel;
+  EXPECT_ERR(dds_create(comm, &o, &out), DDS_ERR_INVALID_ARGUMENT, "method 9");
+  EXPECT(out == sentinel);
+  dds_var_info info, blank;
+  memset(&info, 0xdd, sizeof info);
+  info.struct_size = sizeof info;
+  blank = info;
+  EXPECT_ERR(dds_info(s, "nope", &info), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
+  EXPECT(memcmp(&info, &blank, sizeof info) == 0);
+  dds_counters c, cblank;
+  memset(&c, 0xdd, sizeof c);
+  c.struct_size = sizeof c;
+  cblank = c;
+  EXPECT_ERR(dds_profile(s, "nope", &c), DDS_ERR_UNKNOWN_VARIABLE, "'nope'");
+  EXPECT(memcmp(&c, &cblank, sizeof c) == 0);
+  double row[2 * 4], want[2 * 4];
+  memset(row, 0xdd, sizeof row);
+  memcpy(want, row, sizeof row);
+  const int64_t n = total_rows();
+  EXPECT_ERR(dds_get(s, "v", row, sizeof row, n, 2), DDS_ERR_INDEX_OUT_OF_RANGE, "");
+  EXPECT_ERR(dds_get(s, "v", row, sizeof row - 1, 0, 2), DDS_ERR_MISMATCH, "");
+  int64_t idx[2] = {0, n}; /* the second is past the end: nothing is written */
+  EXPECT_ERR(dds_get_batch(s, "v", row, sizeof row, idx, 2), DDS_ERR_INDEX_OUT_OF_RANGE, "");
+  EXPECT(memcmp(row, want, sizeof row) == 0);
+}
+
 static void read_errors(dds_store *s) {
   double row[4], two[8];
   const size_t rb = sizeof row;
@@ -338,6 +371,7 @@ int main(int argc, char **argv) {
   register_errors(s);
   expect_intact(s);
   read_errors(s);
+  outputs_untouched(s);
   expect_intact(s);
   batch_errors(s);
   expect_intact(s);

@@ -209,6 +209,8 @@ def test_get_batch_indices(pstore, comm):
                     problem = f"get_batch({indices!r}) read {out.tolist()}"
             elif err is None:
                 problem = f"get_batch({indices!r}) did not raise"
+            elif not (out == -5).all():
+                problem = f"a refused get_batch({indices!r}) wrote the destination"
         except Exception as exc:  # not a DDStoreError: the property fails, on every rank
             problem = f"get_batch({indices!r}) raised {type(exc).__name__}: {exc}"
         if collective:

@@ -260,6 +260,30 @@ pub(crate) unsafe fn write_sized<T: Copy>(out: *mut T, value: &T, size: u32) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A panic inside an entry point's body becomes DDS_ERR_INTERNAL with a
+    /// message naming the function and the panic, and does not unwind out.
+    #[test]
+    fn guard_turns_panics_into_internal_errors() {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {})); // keep the test's output clean
+        let st = guard("dds_example", || panic!("index {} out of bounds", 7));
+        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }.to_str().unwrap().to_string();
+        let st2 = guard("dds_other", || -> Result<()> { std::panic::panic_any(42u8) });
+        std::panic::set_hook(hook);
+        assert_eq!(st, dds_status::DDS_ERR_INTERNAL);
+        assert_eq!(st2, dds_status::DDS_ERR_INTERNAL);
+        let msg2 = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }.to_str().unwrap().to_string();
+        assert!(msg.starts_with("dds_example: internal error (please report): index 7 out of bounds"), "{msg}");
+        assert!(msg2.starts_with("dds_other: internal error") && msg2.contains("unknown panic"), "{msg2}");
+        // An ordinary error keeps its kind and message.
+        let st = guard("dds_example", || bail!(Mismatch, "sizes differ"));
+        assert_eq!(st, dds_status::DDS_ERR_MISMATCH);
+        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }.to_str().unwrap().to_string();
+        assert_eq!(msg, "dds_example: sizes differ");
+    }
+
     /// The committed header must equal the one cbindgen generates from this source.
     #[test]
     fn header_is_current() {
