@@ -219,6 +219,33 @@ static void *work(void *arg) {
     int64_t total = total_rows(v);
     if (total == 0) continue;
     size_t rb = row_bytes(v);
+    if (t->id % 4 == 1 && b % 8 == 0) {
+      /* The local calls are thread-safe with reads: rewrite one of this
+       * rank's rows with its own bytes (so every reader still checks it)
+       * while other threads read it, and ask info and profile meanwhile. */
+      int64_t mine = local_rows(v, t_rank);
+      if (mine > 0) {
+        int64_t l = below(t, mine);
+        unsigned char *row = malloc(rb);
+        fill_row(row, v, first_row[v][t_rank] + l);
+        if (dds_update(store, vars[v].name, row, rb, l) != DDS_OK) FAIL_CALL(t, "dds_update");
+        free(row);
+      }
+      dds_var_info info = {.struct_size = sizeof info};
+      dds_counters c = {.struct_size = sizeof c};
+      if (dds_info(store, vars[v].name, &info) != DDS_OK) FAIL_CALL(t, "dds_info");
+      else if (info.total_rows != total || info.local_rows != mine || info.row_bytes != (int64_t)rb) {
+        fprintf(stderr, "rank %d thread %d: dds_info of %s: %lld rows (%lld local) of %lld bytes\n", t_rank, t->id,
+                vars[v].name, (long long)info.total_rows, (long long)info.local_rows, (long long)info.row_bytes);
+        t->ok = 0;
+      }
+      if (dds_profile(store, vars[v].name, &c) != DDS_OK) FAIL_CALL(t, "dds_profile");
+      else if (c.rows_local > c.rows) {
+        fprintf(stderr, "rank %d thread %d: dds_profile of %s: %llu local rows of %llu\n", t_rank, t->id, vars[v].name,
+                (unsigned long long)c.rows_local, (unsigned long long)c.rows);
+        t->ok = 0;
+      }
+    }
     /* Method 0: a range within one shard (dds_get); 1/2: mostly batches. */
     int use_get = method == 0 || below(t, 4) == 0;
     int64_t n, start = 0;
