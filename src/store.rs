@@ -406,7 +406,10 @@ impl Store {
         v.layout.check(start).map_err(|e| err!(OutOfRange, "variable '{name}': {}", e.msg))?;
         let (owner, local) = v.layout.owner(start);
         let (lo, hi) = v.layout.shard(owner);
-        if local + count > hi - lo {
+        // `local + count` would wrap for a count near i64::MAX, which a
+        // size_t dst_bytes can match when rows are 1 or 2 bytes: compare
+        // against the rows left instead (0 <= local < hi - lo).
+        if count > (hi - lo) - local {
             bail!(
                 InvalidArgument,
                 "rows [{start}, {}) of '{name}' cross the end of rank {owner}'s shard [{lo}, {hi}); \
