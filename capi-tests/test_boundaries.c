@@ -213,9 +213,13 @@ static expect_t model_get(const var_t *v, size_t dst_bytes, int64_t start, int64
   if (count < 0) return err(DDS_ERR_INVALID_ARGUMENT, "count %lld is negative", (long long)count);
   u128 need = (u128)count * (u128)v->rb;
   if ((u128)dst_bytes != need) return err(DDS_ERR_MISMATCH, "destination of %zu bytes", dst_bytes);
-  /* An empty read moves nothing and is accepted whatever `start` is (see
-   * the report of issue 23: the library checks `start` only for count > 0). */
-  if (count == 0) return ok();
+  /* An empty read moves nothing, but its start must lie in [0, total]. */
+  if (count == 0) {
+    if (start < 0 || start > v->total)
+      return err(DDS_ERR_INDEX_OUT_OF_RANGE, "start %lld of a 0-row read is outside [0, %lld]", (long long)start,
+                 (long long)v->total);
+    return ok();
+  }
   if (start < 0 || start >= v->total)
     return err(DDS_ERR_INDEX_OUT_OF_RANGE, "global row %lld is out of range [0, %lld)", (long long)start,
                (long long)v->total);
