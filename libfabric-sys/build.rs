@@ -46,15 +46,11 @@ struct Libfabric {
 fn from_prefix(prefix: &Path, how: &str) -> Libfabric {
     // lib64 (RPM, HPE/Cray), lib, and Debian's multiarch lib/<arch>-linux-gnu.
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
-    let lib_dirs = [
-        "lib64".to_string(),
-        "lib".to_string(),
-        format!("lib/{arch}-linux-gnu"),
-    ]
-    .iter()
-    .map(|d| prefix.join(d))
-    .filter(|d| d.is_dir())
-    .collect();
+    let lib_dirs = ["lib64".to_string(), "lib".to_string(), format!("lib/{arch}-linux-gnu")]
+        .iter()
+        .map(|d| prefix.join(d))
+        .filter(|d| d.is_dir())
+        .collect();
     Libfabric {
         include_dirs: vec![prefix.join("include")],
         lib_dirs,
@@ -84,10 +80,7 @@ fn locate() -> Libfabric {
         if dir.join("include/rdma/fabric.h").is_file() {
             return from_prefix(&dir, "LIBFABRIC_DIR");
         }
-        println!(
-            "cargo:warning=LIBFABRIC_DIR={} has no include/rdma/fabric.h",
-            dir.display()
-        );
+        println!("cargo:warning=LIBFABRIC_DIR={} has no include/rdma/fabric.h", dir.display());
     }
     if Path::new("/usr/include/rdma/fabric.h").is_file() {
         return from_prefix(Path::new("/usr"), "default prefix");
@@ -111,9 +104,7 @@ fn main() {
 
     // 1. The shim: real symbols for the static inline API.
     let mut cc = cc::Build::new();
-    cc.file(shim_dir.join("fi_shim.c"))
-        .include(&shim_dir)
-        .warnings(true);
+    cc.file(shim_dir.join("fi_shim.c")).include(&shim_dir).warnings(true);
     // The shim wraps calls that 2.x headers mark deprecated (fi_wait); that is intended.
     cc.flag_if_supported("-Wno-deprecated-declarations");
     for dir in &fabric.include_dirs {
@@ -129,15 +120,8 @@ fn main() {
         println!("cargo:rustc-link-lib={lib}");
     }
     // Exposed to dependents as DEP_FABRIC_INCLUDE (`links = "fabric"`).
-    let includes: Vec<String> = fabric
-        .include_dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect();
-    println!(
-        "cargo:include={}",
-        env::join_paths(&includes).unwrap().to_string_lossy()
-    );
+    let includes: Vec<String> = fabric.include_dirs.iter().map(|d| d.display().to_string()).collect();
+    println!("cargo:include={}", env::join_paths(&includes).unwrap().to_string_lossy());
 
     // 3. Bindings for the types, constants and exported functions.
     let mut builder = bindgen::Builder::default()

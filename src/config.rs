@@ -99,10 +99,9 @@ impl Config {
                 None | Some("auto") => Exchange::Auto,
                 Some("alltoallv") => Exchange::Alltoallv,
                 Some("sendrecv") => Exchange::SendRecv,
-                Some(v) => bail!(
-                    InvalidArgument,
-                    "DDSTORE_BATCH_EXCHANGE={v:?} is not one of auto, alltoallv, sendrecv"
-                ),
+                Some(v) => {
+                    bail!(InvalidArgument, "DDSTORE_BATCH_EXCHANGE={v:?} is not one of auto, alltoallv, sendrecv")
+                }
             },
             max_read_bytes: bytes_in(
                 "DDSTORE_MAX_READ_BYTES",
@@ -110,11 +109,7 @@ impl Config {
                 DEFAULT_MAX_READ_BYTES,
                 MAX_TRANSFER_BYTES,
             )?,
-            read_timeout_s: seconds(
-                "DDSTORE_READ_TIMEOUT_S",
-                text("DDSTORE_READ_TIMEOUT_S"),
-                DEFAULT_READ_TIMEOUT_S,
-            )?,
+            read_timeout_s: seconds("DDSTORE_READ_TIMEOUT_S", text("DDSTORE_READ_TIMEOUT_S"), DEFAULT_READ_TIMEOUT_S)?,
             profile: switch("DDSTORE_PROFILE", text("DDSTORE_PROFILE"), false)?,
             handshake_dir: text("DDSTORE_HANDSHAKE_DIR"),
             handshake_timeout_s: seconds(
@@ -209,8 +204,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<Config> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_lookup(|k| map.get(k).cloned())
     }
 

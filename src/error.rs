@@ -28,8 +28,20 @@ impl Kind {
     pub fn from_code(code: i32) -> Kind {
         use Kind::*;
         [
-            InvalidArgument, UnknownVariable, DuplicateVariable, OutOfRange, Mismatch, BadState,
-            Unsupported, Mpi, Fabric, Gpu, Timeout, NoMemory, Io, Internal,
+            InvalidArgument,
+            UnknownVariable,
+            DuplicateVariable,
+            OutOfRange,
+            Mismatch,
+            BadState,
+            Unsupported,
+            Mpi,
+            Fabric,
+            Gpu,
+            Timeout,
+            NoMemory,
+            Io,
+            Internal,
         ]
         .into_iter()
         .find(|k| *k as i32 == code)

@@ -97,10 +97,7 @@ mod tests {
         let l = Layout::from_counts(&[3, 0, 2, 5]).unwrap();
         assert_eq!(l.total(), 10);
         let owners: Vec<_> = (0..10).map(|g| l.owner(g)).collect();
-        assert_eq!(
-            owners,
-            vec![(0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (3, 3), (3, 4)]
-        );
+        assert_eq!(owners, vec![(0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (3, 3), (3, 4)]);
         assert_eq!(l.shard(1), (3, 3));
         assert_eq!(l.shard(3), (5, 10));
     }

@@ -88,7 +88,10 @@ pub fn before_finalize(hook: fn()) -> Result<()> {
         let mut key: c_int = 0;
         // SAFETY: standard keyval creation; the attribute value is unused.
         unsafe {
-            check(ffi::MPI_Comm_create_keyval(None, Some(on_delete), &mut key, ptr::null_mut()), "MPI_Comm_create_keyval")?;
+            check(
+                ffi::MPI_Comm_create_keyval(None, Some(on_delete), &mut key, ptr::null_mut()),
+                "MPI_Comm_create_keyval",
+            )?;
             check(ffi::MPI_Comm_set_attr(ffi::RSMPI_COMM_SELF, key, ptr::null_mut()), "MPI_Comm_set_attr")
         }
     })?;
@@ -301,10 +304,7 @@ impl Comm {
     pub fn irecv(&self, buf: *mut u8, dtype: &Datatype, from: usize) -> Result<ffi::MPI_Request> {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the caller keeps `buf` (one item of `dtype`) alive until `waitall`.
-        check(
-            unsafe { ffi::MPI_Irecv(buf.cast(), 1, dtype.raw, from as c_int, 0, self.raw, &mut r) },
-            "MPI_Irecv",
-        )?;
+        check(unsafe { ffi::MPI_Irecv(buf.cast(), 1, dtype.raw, from as c_int, 0, self.raw, &mut r) }, "MPI_Irecv")?;
         Ok(r)
     }
 
@@ -329,7 +329,13 @@ impl Comm {
         // SAFETY: `done` holds reqs.len() indices; entries are requests
         // started by this module or MPI_REQUEST_NULL.
         let rc = unsafe {
-            ffi::MPI_Waitsome(reqs.len() as c_int, reqs.as_mut_ptr(), &mut n, done.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE)
+            ffi::MPI_Waitsome(
+                reqs.len() as c_int,
+                reqs.as_mut_ptr(),
+                &mut n,
+                done.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
         };
         check(rc, "MPI_Waitsome")?;
         let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
@@ -578,4 +584,3 @@ impl Window {
         }
     }
 }
-

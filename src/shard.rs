@@ -26,7 +26,11 @@ enum Mem {
     Heap,
     /// A mapped shared-memory segment; `name` until it is unlinked.
     /// `reserved`: its pages were allocated up front (a copied shard).
-    Shm { name: Option<CString>, id: (i64, i64), reserved: bool },
+    Shm {
+        name: Option<CString>,
+        id: (i64, i64),
+        reserved: bool,
+    },
 }
 
 pub struct Shard {
@@ -62,7 +66,13 @@ impl Shard {
             bail!(NoMemory, "cannot allocate a shard of {len} bytes");
         };
         // SAFETY: non-zero size.
-        let p = unsafe { if zero { alloc::alloc_zeroed(layout) } else { alloc::alloc(layout) } };
+        let p = unsafe {
+            if zero {
+                alloc::alloc_zeroed(layout)
+            } else {
+                alloc::alloc(layout)
+            }
+        };
         match NonNull::new(p) {
             Some(ptr) => Ok(Shard { ptr, len, mem: Mem::Heap }),
             None => bail!(NoMemory, "out of memory allocating a shard of {len} bytes"),

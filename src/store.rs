@@ -188,16 +188,19 @@ impl Store {
         let mut lo = hi;
         world.allreduce_max(&mut hi)?;
         world.allreduce_min(&mut lo)?;
-        for (i, what) in ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method", "DDSTORE_BATCH_EXCHANGE"].iter().enumerate() {
+        for (i, what) in ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method", "DDSTORE_BATCH_EXCHANGE"].iter().enumerate()
+        {
             if hi[i] != lo[i] {
-                bail!(InvalidArgument, "{what} differs across ranks ({} to {}); it must be the same on every rank", lo[i], hi[i]);
+                bail!(
+                    InvalidArgument,
+                    "{what} differs across ranks ({} to {}); it must be the same on every rank",
+                    lo[i],
+                    hi[i]
+                );
             }
         }
-        let comm = if width == 0 || width as usize >= world.size() {
-            world
-        } else {
-            world.split_groups(width as usize)?
-        };
+        let comm =
+            if width == 0 || width as usize >= world.size() { world } else { world.split_groups(width as usize)? };
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
         let node = Arc::new(NodeMap::with_width(&comm, cfg.node_local, cfg.node_local_width)?);
         let fabric = match method {
@@ -256,7 +259,11 @@ impl Store {
             let row_bytes = validate_shape(name, &s)?;
             let bytes = (s.local_rows as u128) * (row_bytes as u128);
             if bytes > isize::MAX as u128 {
-                bail!(InvalidArgument, "variable '{name}': {} rows x {row_bytes} bytes overflows memory sizes", s.local_rows);
+                bail!(
+                    InvalidArgument,
+                    "variable '{name}': {} rows x {row_bytes} bytes overflows memory sizes",
+                    s.local_rows
+                );
             }
             // Node-local reads need the shard in shared memory; without it
             // (or when that fails) the heap, and the transport for peers.
@@ -280,7 +287,10 @@ impl Store {
                 bail!(
                     Mismatch,
                     "variable '{name}': rank {r} has rows of {} elements x {} bytes but rank 0 has {} x {}",
-                    m[1], m[2], all[0][1], all[0][2]
+                    m[1],
+                    m[2],
+                    all[0][1],
+                    all[0][2]
                 );
             }
         }
@@ -457,7 +467,14 @@ impl Store {
 
     /// Method 1: every index is checked, local rows are copied, and the
     /// remote ones are read with one-sided reads (all posted, then waited for).
-    fn batch_onesided(&self, v: &Variable, dst: *mut u8, dst_bytes: usize, idx: &[i64], tally: Option<&Tally>) -> Result<()> {
+    fn batch_onesided(
+        &self,
+        v: &Variable,
+        dst: *mut u8,
+        dst_bytes: usize,
+        idx: &[i64],
+        tally: Option<&Tally>,
+    ) -> Result<()> {
         v.check_dst("destination", dst_bytes, idx.len() as i64)?;
         v.check_indices(idx, "the")?;
         if idx.is_empty() {
@@ -755,6 +772,11 @@ fn validate_shape(name: &str, s: &Shape) -> Result<u64> {
     }
     match (s.row_elems as u64).checked_mul(s.item_size as u64) {
         Some(b) if b <= i64::MAX as u64 => Ok(b),
-        _ => bail!(InvalidArgument, "variable '{name}': {} elements x {} bytes per row overflows 64 bits", s.row_elems, s.item_size),
+        _ => bail!(
+            InvalidArgument,
+            "variable '{name}': {} elements x {} bytes per row overflows 64 bits",
+            s.row_elems,
+            s.item_size
+        ),
     }
 }

@@ -32,7 +32,10 @@ impl GpuSettings {
         };
         if mode == Mode::Require {
             if let Err(why) = gpu::driver_status() {
-                bail!(Gpu, "GPU support was required (DDSTORE_GPU=require or options.gpu) but no GPU driver is usable: {why}");
+                bail!(
+                    Gpu,
+                    "GPU support was required (DDSTORE_GPU=require or options.gpu) but no GPU driver is usable: {why}"
+                );
             }
         }
         Ok(GpuSettings { mode, staging, staging_bytes: cfg.gpu_staging_bytes.min(isize::MAX as u64) as usize })
@@ -78,14 +81,22 @@ impl Store {
             return Ok(());
         }
         let how = match self.method {
-            Method::Mpi => format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code()),
-            _ => "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none".to_string(),
+            Method::Mpi => {
+                format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code())
+            }
+            _ => {
+                "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none"
+                    .to_string()
+            }
         };
         bail!(Gpu, "GPU {role} buffer for variable '{name}' {how}, and DDSTORE_GPU_STAGING=0 forbids staging through host memory")
     }
 
     fn rocm_unstaged(role: &str, name: &str) -> crate::error::Error {
-        err!(Gpu, "GPU {role} buffer for variable '{name}' is ROCm memory: this build classifies it but cannot copy it yet")
+        err!(
+            Gpu,
+            "GPU {role} buffer for variable '{name}' is ROCm memory: this build classifies it but cannot copy it yet"
+        )
     }
 
     /// Host dst with a stream: the stream's queued work (which may still use
@@ -100,7 +111,15 @@ impl Store {
     }
 
     /// `dds_get` / `dds_get_stream`.
-    pub fn get_to(&self, name: &str, dst: *mut u8, dst_bytes: usize, start: i64, count: i64, stream: Option<Stream>) -> Result<()> {
+    pub fn get_to(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        start: i64,
+        count: i64,
+        stream: Option<Stream>,
+    ) -> Result<()> {
         self.check_stream(stream)?;
         match self.mem_kind(dst)? {
             MemKind::Host => {
@@ -134,7 +153,14 @@ impl Store {
 
     /// `dds_get_batch` / `dds_get_batch_stream`. Method 0 stays collective:
     /// a rank whose own checks fail still takes part, with its error.
-    pub fn get_batch_to(&self, name: &str, dst: *mut u8, dst_bytes: usize, indices: Result<&[i64]>, stream: Option<Stream>) -> Result<()> {
+    pub fn get_batch_to(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        indices: Result<&[i64]>,
+        stream: Option<Stream>,
+    ) -> Result<()> {
         let kind = self.check_stream(stream).and_then(|_| self.mem_kind(dst));
         let dev = match (kind, indices) {
             (Err(e), _) | (_, Err(e)) => return self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),

@@ -132,7 +132,9 @@ impl Split {
         } else {
             Ok(())
         };
-        agree(comm, local).map_err(|e| crate::error::Error::new(e.kind, format!("publishing '{name}' in {}: {}", self.dir.display(), e.msg)))
+        agree(comm, local).map_err(|e| {
+            crate::error::Error::new(e.kind, format!("publishing '{name}' in {}: {}", self.dir.display(), e.msg))
+        })
     }
 
     /// Core rank 0: replaces a variable's record with a tombstone, so extras
@@ -208,7 +210,11 @@ impl Store {
     /// Method 2 extra member: local, no collective; `comm_f` is not used.
     pub(super) fn create_extra(o: Options) -> Result<Store> {
         if o.n_core <= 0 {
-            bail!(InvalidArgument, "a method-2 extra member needs n_core > 0 (the core job's rank count), got {}", o.n_core);
+            bail!(
+                InvalidArgument,
+                "a method-2 extra member needs n_core > 0 (the core job's rank count), got {}",
+                o.n_core
+            );
         }
         let cfg = Config::from_env()?;
         super::check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
@@ -316,7 +322,12 @@ impl Store {
         let path = sp.record_path(name);
         let what = path.display().to_string();
         let open = sp.reader.lock().as_ref().map(|f| f.prov.clone());
-        let want = Expect { name: name.to_string(), n_core: sp.n_core, provider: open.or_else(|| sp.fcfg.provider.clone()), row };
+        let want = Expect {
+            name: name.to_string(),
+            n_core: sp.n_core,
+            provider: open.or_else(|| sp.fcfg.provider.clone()),
+            row,
+        };
         let found = hs::poll(sp.timeout, || match hs::read_checked(&path)? {
             None => Ok(None),
             Some(b) => hs::parse(&b, &what, &want).map(Some),

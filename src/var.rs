@@ -153,7 +153,8 @@ mod tests {
     #[test]
     fn recv_ranges_that_wrap_are_refused() {
         let buf = 0x1000usize;
-        for (start, len) in [(buf, usize::MAX), (usize::MAX - 10, 40), (buf, isize::MAX as usize + 1), (1, usize::MAX)] {
+        for (start, len) in [(buf, usize::MAX), (usize::MAX - 10, 40), (buf, isize::MAX as usize + 1), (1, usize::MAX)]
+        {
             let e = check_recv_range(start, len).unwrap_err();
             assert!(e.msg.contains("buf") && e.msg.contains("bytes"), "{e}");
         }

@@ -37,11 +37,8 @@ enum Outcome {
 /// sockets refuses with FI_EACCES; tcp;ofi_rxm completes the write without
 /// error but does not apply it; shm (two endpoints of one process) does not
 /// check the access flags and the write lands.
-const EXPECTED: [(&str, Outcome); 3] = [
-    ("tcp", Outcome::DroppedSilently),
-    ("shm", Outcome::NotEnforced),
-    ("sockets", Outcome::RefusedByCompletion),
-];
+const EXPECTED: [(&str, Outcome); 3] =
+    [("tcp", Outcome::DroppedSilently), ("shm", Outcome::NotEnforced), ("sockets", Outcome::RefusedByCompletion)];
 
 const LEN: usize = 4096;
 const LIMIT: Duration = Duration::from_secs(10);
@@ -148,14 +145,24 @@ fn check_provider(prov: &str) {
         // Control: a read with the same key succeeds and returns the shard.
         let cqs = [peer.ep.cq, owner.ep.cq];
         let dp = dst.as_mut_ptr();
-        let ret = post_retry(|| ddsfi_read(peer.ep.ep, dp.cast(), LEN, rdesc, owner_addr, base, key, ctxp), cqs, prov, "fi_read");
+        let ret = post_retry(
+            || ddsfi_read(peer.ep.ep, dp.cast(), LEN, rdesc, owner_addr, base, key, ctxp),
+            cqs,
+            prov,
+            "fi_read",
+        );
         assert_eq!(ret, 0, "[{prov}] fi_read: {}", errstr(ret as i32));
         let r = wait_one(peer.ep.cq, owner.ep.cq, prov, "the control read");
         assert_eq!(r, Ok(()), "[{prov}] the control read failed");
         assert_eq!(dst, shard, "[{prov}] the control read returned other bytes");
 
         // The write: refused at post, or an error completion.
-        let ret = post_retry(|| ddsfi_write(peer.ep.ep, src.as_ptr().cast(), LEN, wdesc, owner_addr, base, key, ctxp), cqs, prov, "fi_write");
+        let ret = post_retry(
+            || ddsfi_write(peer.ep.ep, src.as_ptr().cast(), LEN, wdesc, owner_addr, base, key, ctxp),
+            cqs,
+            prov,
+            "fi_write",
+        );
         let outcome = if ret < 0 {
             println!("[{prov}] fi_write refused at post: {ret} ({})", errstr(ret as i32));
             Outcome::RefusedAtPost
@@ -182,10 +189,13 @@ fn check_provider(prov: &str) {
         }
         // Volatile: the provider writes behind the compiler's back.
         let changed = (0..LEN).position(|i| ptr::read_volatile(shard.as_ptr().add(i)) != pattern(i));
-        let outcome = if outcome == Outcome::NotEnforced && changed.is_none() { Outcome::DroppedSilently } else { outcome };
+        let outcome =
+            if outcome == Outcome::NotEnforced && changed.is_none() { Outcome::DroppedSilently } else { outcome };
         match outcome {
             Outcome::NotEnforced => {
-                println!("[{prov}] provider does NOT enforce FI_REMOTE_READ-only registrations (byte {changed:?} changed)")
+                println!(
+                    "[{prov}] provider does NOT enforce FI_REMOTE_READ-only registrations (byte {changed:?} changed)"
+                )
             }
             _ => assert_eq!(changed, None, "[{prov}] the write was refused but shard byte {changed:?} changed"),
         }
@@ -195,7 +205,12 @@ fn check_provider(prov: &str) {
         // The endpoints still work after the refusal: a second read.
         dst.fill(0);
         let dp = dst.as_mut_ptr();
-        let ret = post_retry(|| ddsfi_read(peer.ep.ep, dp.cast(), LEN, rdesc, owner_addr, base, key, ctxp), cqs, prov, "fi_read");
+        let ret = post_retry(
+            || ddsfi_read(peer.ep.ep, dp.cast(), LEN, rdesc, owner_addr, base, key, ctxp),
+            cqs,
+            prov,
+            "fi_read",
+        );
         assert_eq!(ret, 0, "[{prov}] fi_read after the write: {}", errstr(ret as i32));
         let r = wait_one(peer.ep.cq, owner.ep.cq, prov, "the read after the write");
         if r.is_ok() {

@@ -11,12 +11,7 @@
 //!
 //! Return conventions are libfabric's: `0`/count on success, `-FI_E*` on error.
 
-#![allow(
-    non_camel_case_types,
-    non_upper_case_globals,
-    non_snake_case,
-    dead_code
-)]
+#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
 #![allow(clippy::all)]
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
@@ -65,11 +60,7 @@ extern "C" {
     pub fn ddsfi_set_domain_progress(attr: *mut fi_domain_attr, progress: c_int);
 
     // Object lifetime and control.
-    pub fn ddsfi_fabric(
-        attr: *mut fi_fabric_attr,
-        fabric: *mut *mut fid_fabric,
-        context: *mut c_void,
-    ) -> c_int;
+    pub fn ddsfi_fabric(attr: *mut fi_fabric_attr, fabric: *mut *mut fid_fabric, context: *mut c_void) -> c_int;
     pub fn ddsfi_domain(
         fabric: *mut fid_fabric,
         info: *mut fi_info,
@@ -105,20 +96,8 @@ extern "C" {
     pub fn ddsfi_enable(ep: *mut fid_ep) -> c_int;
     pub fn ddsfi_close(fid: *mut fid) -> c_int;
     pub fn ddsfi_control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int;
-    pub fn ddsfi_getopt(
-        fid: *mut fid,
-        level: c_int,
-        optname: c_int,
-        optval: *mut c_void,
-        optlen: *mut usize,
-    ) -> c_int;
-    pub fn ddsfi_setopt(
-        fid: *mut fid,
-        level: c_int,
-        optname: c_int,
-        optval: *const c_void,
-        optlen: usize,
-    ) -> c_int;
+    pub fn ddsfi_getopt(fid: *mut fid, level: c_int, optname: c_int, optval: *mut c_void, optlen: *mut usize) -> c_int;
+    pub fn ddsfi_setopt(fid: *mut fid, level: c_int, optname: c_int, optval: *const c_void, optlen: usize) -> c_int;
 
     // Addressing.
     pub fn ddsfi_getname(fid: *mut fid, addr: *mut c_void, addrlen: *mut usize) -> c_int;
@@ -130,18 +109,8 @@ extern "C" {
         flags: u64,
         context: *mut c_void,
     ) -> c_int;
-    pub fn ddsfi_av_remove(
-        av: *mut fid_av,
-        fi_addr: *mut fi_addr_t,
-        count: usize,
-        flags: u64,
-    ) -> c_int;
-    pub fn ddsfi_av_straddr(
-        av: *mut fid_av,
-        addr: *const c_void,
-        buf: *mut c_char,
-        len: *mut usize,
-    ) -> *const c_char;
+    pub fn ddsfi_av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int;
+    pub fn ddsfi_av_straddr(av: *mut fid_av, addr: *const c_void, buf: *mut c_char, len: *mut usize) -> *const c_char;
 
     // Memory registration.
     pub fn ddsfi_mr_reg(

@@ -8,11 +8,7 @@ fn strerror_for_eagain() {
     let s = errstr(-(FI_EAGAIN as i32));
     println!("-FI_EAGAIN: {s}");
     assert!(!s.is_empty());
-    assert_eq!(
-        s,
-        errstr(FI_EAGAIN as i32),
-        "sign of the code must not matter"
-    );
+    assert_eq!(s, errstr(FI_EAGAIN as i32), "sign of the code must not matter");
     assert!(!errstr(FI_EAVAIL as i32).is_empty());
 }
 
@@ -23,10 +19,7 @@ fn versions_and_constants() {
         let v = ddsfi_version(1, 17);
         assert_eq!(v, (1 << 16) | 17);
         assert_eq!((ddsfi_major(v), ddsfi_minor(v)), (1, 17));
-        assert_eq!(
-            ddsfi_header_version(),
-            ddsfi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION)
-        );
+        assert_eq!(ddsfi_header_version(), ddsfi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION));
         assert_eq!(ddsfi_addr_unspec(), u64::MAX);
         assert_eq!(ddsfi_addr_notavail(), u64::MAX);
         assert_eq!(ddsfi_key_notavail(), u64::MAX);

@@ -16,14 +16,7 @@ use std::time::{Duration, Instant};
 const SRC_LEN: usize = 64 * 1024;
 const LIMIT: Duration = Duration::from_secs(10);
 /// (offset in A's buffer, length): includes 1 byte, 4 KiB and 60000 bytes.
-const PIECES: [(usize, usize); 6] = [
-    (0, 1),
-    (100, 4096),
-    (5000, 60000),
-    (SRC_LEN - 1, 1),
-    (0, SRC_LEN),
-    (777, 12345),
-];
+const PIECES: [(usize, usize); 6] = [(0, 1), (100, 4096), (5000, 60000), (SRC_LEN - 1, 1), (0, SRC_LEN), (777, 12345)];
 
 /// Keeps the two provider tests from running at the same time (readable
 /// output, timings not disturbed by the other test on 2 cores).
@@ -47,37 +40,17 @@ struct Side {
 
 impl Side {
     unsafe fn open(domain: *mut fid_domain, fi: *mut fi_info, cq_wait: fi_wait_obj) -> Side {
-        let mut cq_attr = fi_cq_attr {
-            size: 128,
-            format: FI_CQ_FORMAT_CONTEXT,
-            wait_obj: cq_wait,
-            ..Default::default()
-        };
+        let mut cq_attr =
+            fi_cq_attr { size: 128, format: FI_CQ_FORMAT_CONTEXT, wait_obj: cq_wait, ..Default::default() };
         let mut cq = ptr::null_mut();
-        check!(
-            ddsfi_cq_open(domain, &mut cq_attr, &mut cq, ptr::null_mut()),
-            "fi_cq_open"
-        );
-        let mut av_attr = fi_av_attr {
-            type_: FI_AV_TABLE,
-            count: 4,
-            ..Default::default()
-        };
+        check!(ddsfi_cq_open(domain, &mut cq_attr, &mut cq, ptr::null_mut()), "fi_cq_open");
+        let mut av_attr = fi_av_attr { type_: FI_AV_TABLE, count: 4, ..Default::default() };
         let mut av = ptr::null_mut();
-        check!(
-            ddsfi_av_open(domain, &mut av_attr, &mut av, ptr::null_mut()),
-            "fi_av_open"
-        );
+        check!(ddsfi_av_open(domain, &mut av_attr, &mut av, ptr::null_mut()), "fi_av_open");
         let mut ep = ptr::null_mut();
-        check!(
-            ddsfi_endpoint(domain, fi, &mut ep, ptr::null_mut()),
-            "fi_endpoint"
-        );
+        check!(ddsfi_endpoint(domain, fi, &mut ep, ptr::null_mut()), "fi_endpoint");
         check!(ddsfi_ep_bind(ep, as_fid(av), 0), "fi_ep_bind(av)");
-        check!(
-            ddsfi_ep_bind(ep, as_fid(cq), FI_TRANSMIT | FI_RECV),
-            "fi_ep_bind(cq)"
-        );
+        check!(ddsfi_ep_bind(ep, as_fid(cq), FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
         check!(ddsfi_enable(ep), "fi_enable");
         Side { ep, cq, av }
     }
@@ -97,17 +70,8 @@ impl Side {
 
     unsafe fn insert(&self, name: &[u8]) -> fi_addr_t {
         let mut addr: fi_addr_t = addr_unspec();
-        let n = check!(
-            ddsfi_av_insert(
-                self.av,
-                name.as_ptr().cast(),
-                1,
-                &mut addr,
-                0,
-                ptr::null_mut()
-            ),
-            "fi_av_insert"
-        );
+        let n =
+            check!(ddsfi_av_insert(self.av, name.as_ptr().cast(), 1, &mut addr, 0, ptr::null_mut()), "fi_av_insert");
         assert_eq!(n, 1, "fi_av_insert inserted {n} addresses");
         addr
     }
@@ -126,19 +90,8 @@ impl Side {
             let mut err = fi_cq_err_entry::default();
             ddsfi_cq_readerr(self.cq, &mut err, 0);
             let mut buf = [0 as std::os::raw::c_char; 256];
-            let text = ddsfi_cq_strerror(
-                self.cq,
-                err.prov_errno,
-                err.err_data,
-                buf.as_mut_ptr(),
-                buf.len(),
-            );
-            panic!(
-                "{who}: completion error {} ({}), provider: {}",
-                err.err,
-                errstr(err.err),
-                cstr_or(text, "?")
-            );
+            let text = ddsfi_cq_strerror(self.cq, err.prov_errno, err.err_data, buf.as_mut_ptr(), buf.len());
+            panic!("{who}: completion error {} ({}), provider: {}", err.err, errstr(err.err), cstr_or(text, "?"));
         }
         panic!("{who}: fi_cq_read failed: {n} ({})", errstr(n as i32));
     }
@@ -160,26 +113,9 @@ unsafe fn register(
     access: u64,
     wanted_key: u64,
 ) -> *mut fid_mr {
-    let key = if mr_mode & FI_MR_PROV_KEY != 0 {
-        0
-    } else {
-        wanted_key
-    };
+    let key = if mr_mode & FI_MR_PROV_KEY != 0 { 0 } else { wanted_key };
     let mut mr = ptr::null_mut();
-    check!(
-        ddsfi_mr_reg(
-            domain,
-            buf.cast(),
-            len,
-            access,
-            0,
-            key,
-            0,
-            &mut mr,
-            ptr::null_mut()
-        ),
-        "fi_mr_reg"
-    );
+    check!(ddsfi_mr_reg(domain, buf.cast(), len, access, 0, key, 0, &mut mr, ptr::null_mut()), "fi_mr_reg");
     if mr_mode & FI_MR_ENDPOINT != 0 {
         check!(ddsfi_mr_bind(mr, as_fid(ep), 0), "fi_mr_bind");
         check!(ddsfi_mr_enable(mr), "fi_mr_enable");
@@ -214,16 +150,8 @@ impl Reader<'_> {
         self.busy[slot] = true;
         let context: *mut c_void = (&mut self.ctx[slot] as *mut fi_context2).cast();
         loop {
-            let ret = ddsfi_read(
-                self.b.ep,
-                dst.cast(),
-                len,
-                self.desc,
-                self.peer,
-                self.base + off as u64,
-                self.key,
-                context,
-            );
+            let ret =
+                ddsfi_read(self.b.ep, dst.cast(), len, self.desc, self.peer, self.base + off as u64, self.key, context);
             if ret == 0 {
                 return;
             }
@@ -244,21 +172,14 @@ impl Reader<'_> {
     unsafe fn reap(&mut self, poll_a: bool) -> usize {
         let got = self.b.poll("B");
         for c in &got {
-            let slot = self
-                .ctx
-                .iter()
-                .position(|x| x as *const fi_context2 as *mut c_void == *c);
+            let slot = self.ctx.iter().position(|x| x as *const fi_context2 as *mut c_void == *c);
             let slot = slot.expect("completion with an unknown op_context");
             assert!(self.busy[slot], "duplicate completion for slot {slot}");
             self.busy[slot] = false;
         }
         if poll_a {
             let extra = self.a.poll("A");
-            assert!(
-                extra.is_empty(),
-                "serving CQ reported {} unexpected completions",
-                extra.len()
-            );
+            assert!(extra.is_empty(), "serving CQ reported {} unexpected completions", extra.len());
         }
         got.len()
     }
@@ -296,12 +217,8 @@ fn ms(d: Duration) -> f64 {
 fn rma_loopback(prov: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _watchdog = Watchdog::arm(&format!("RMA loopback on {prov}"), Duration::from_secs(60));
-    let info = getinfo_rma(Some(prov)).unwrap_or_else(|e| {
-        panic!(
-            "provider {prov} not available for RDM + RMA read: {e} ({})",
-            errstr(e)
-        )
-    });
+    let info = getinfo_rma(Some(prov))
+        .unwrap_or_else(|e| panic!("provider {prov} not available for RDM + RMA read: {e} ({})", errstr(e)));
     // For tcp there is one entry per address family; any entry on `lo` works.
     let fi = entries(info)
         .into_iter()
@@ -313,15 +230,9 @@ fn rma_loopback(prov: &str) {
         let mr_mode = (*(*fi).domain_attr).mr_mode;
         let t = Instant::now();
         let mut fabric = ptr::null_mut();
-        check!(
-            ddsfi_fabric((*fi).fabric_attr, &mut fabric, ptr::null_mut()),
-            "fi_fabric"
-        );
+        check!(ddsfi_fabric((*fi).fabric_attr, &mut fabric, ptr::null_mut()), "fi_fabric");
         let mut domain = ptr::null_mut();
-        check!(
-            ddsfi_domain(fabric, fi, &mut domain, ptr::null_mut()),
-            "fi_domain"
-        );
+        check!(ddsfi_domain(fabric, fi, &mut domain, ptr::null_mut()), "fi_domain");
         let t_domain = t.elapsed();
 
         // A serves (polled CQ); B reads (CQ with a wait object, for fi_cq_sread).
@@ -332,22 +243,10 @@ fn rma_loopback(prov: &str) {
         a.insert(&b.name());
 
         let src: Vec<u8> = (0..SRC_LEN).map(pattern).collect();
-        let src_mr = register(
-            domain,
-            a.ep,
-            mr_mode,
-            src.as_ptr(),
-            SRC_LEN,
-            FI_REMOTE_READ,
-            1,
-        );
+        let src_mr = register(domain, a.ep, mr_mode, src.as_ptr(), SRC_LEN, FI_REMOTE_READ, 1);
         let key = ddsfi_mr_key(src_mr);
         assert_ne!(key, key_notavail(), "fi_mr_key returned FI_KEY_NOTAVAIL");
-        let base = if mr_mode & FI_MR_VIRT_ADDR != 0 {
-            src.as_ptr() as u64
-        } else {
-            0
-        };
+        let base = if mr_mode & FI_MR_VIRT_ADDR != 0 { src.as_ptr() as u64 } else { 0 };
 
         let dst_len: usize = PIECES.iter().map(|p| p.1).sum();
         let mut dst = vec![0u8; dst_len];
@@ -363,11 +262,7 @@ fn rma_loopback(prov: &str) {
             ms(t_domain),
             ms(t_eps - t_domain),
             ms(t.elapsed()),
-            if desc.is_null() {
-                "not needed"
-            } else {
-                "registered"
-            }
+            if desc.is_null() { "not needed" } else { "registered" }
         );
 
         let mut rd = Reader {
@@ -402,11 +297,7 @@ fn rma_loopback(prov: &str) {
         for (i, &(off, len)) in PIECES.iter().enumerate() {
             let got = &dst[doff..doff + len];
             if got != &src[off..off + len] {
-                let bad = got
-                    .iter()
-                    .zip(&src[off..])
-                    .position(|(x, y)| x != y)
-                    .unwrap();
+                let bad = got.iter().zip(&src[off..]).position(|(x, y)| x != y).unwrap();
                 panic!("[{prov}] piece {i} (offset {off}, len {len}) differs at byte {bad}");
             }
             doff += len;
@@ -423,16 +314,8 @@ fn rma_loopback(prov: &str) {
             ms(t_first),
             PIECES.len(),
             ms(t_batch),
-            if cold_alone {
-                "completed"
-            } else {
-                "stalled (serving CQ must be polled)"
-            },
-            if warm_alone {
-                "completed"
-            } else {
-                "stalled (serving CQ must be polled)"
-            },
+            if cold_alone { "completed" } else { "stalled (serving CQ must be polled)" },
+            if warm_alone { "completed" } else { "stalled (serving CQ must be polled)" },
         );
 
         // 4. Sequential latency per size, both CQs polled.
@@ -443,10 +326,7 @@ fn rma_loopback(prov: &str) {
                 rd.wait(true, rd.deadline);
             }
             assert_eq!(&dst[..len], &src[..len]);
-            println!(
-                "[{prov}] read {len:>6} B: {:8.1} us avg over 20",
-                t.elapsed().as_secs_f64() * 1e6 / 20.0
-            );
+            println!("[{prov}] read {len:>6} B: {:8.1} us avg over 20", t.elapsed().as_secs_f64() * 1e6 / 20.0);
         }
 
         // 5. fi_cq_sread on an idle CQ with a wait object times out with -FI_EAGAIN.
@@ -457,23 +337,13 @@ fn rma_loopback(prov: &str) {
         } else {
             let mut entry = fi_cq_entry::default();
             let t = Instant::now();
-            let ret = ddsfi_cq_sread(
-                b.cq,
-                (&mut entry as *mut fi_cq_entry).cast(),
-                1,
-                ptr::null(),
-                50,
-            );
+            let ret = ddsfi_cq_sread(b.cq, (&mut entry as *mut fi_cq_entry).cast(), 1, ptr::null(), 50);
             println!(
                 "[{prov}] fi_cq_sread(idle, 50 ms) -> {ret} ({}) after {:.1} ms",
                 errstr(ret as i32),
                 ms(t.elapsed())
             );
-            assert_eq!(
-                ret,
-                -(FI_EAGAIN as isize),
-                "[{prov}] fi_cq_sread on an idle CQ"
-            );
+            assert_eq!(ret, -(FI_EAGAIN as isize), "[{prov}] fi_cq_sread on an idle CQ");
         }
 
         drop(rd);

@@ -70,7 +70,15 @@ impl NodeMap {
         comm.allreduce_min(&mut flag)?;
         let me = comm.rank();
         if flag[0] == 0 {
-            return Ok(NodeMap { on: false, me, node_of: Vec::new(), slot: Vec::new(), n_local: 1, single: comm.size() == 1, node: None });
+            return Ok(NodeMap {
+                on: false,
+                me,
+                node_of: Vec::new(),
+                slot: Vec::new(),
+                n_local: 1,
+                single: comm.size() == 1,
+                node: None,
+            });
         }
         let node = comm.split_shared()?;
         let node = if width > 0 && (width as usize) < node.size() { node.split_groups(width as usize)? } else { node };
@@ -196,7 +204,8 @@ impl Near {
             // A zero-filled segment (not written yet) moves to the heap, where
             // a full /dev/shm cannot hurt it later; agreed, since the
             // registration goes on with collectives.
-            let swap = if shard.is_shared() && !shard.is_reserved() { Shard::zeroed(shard.len()).map(Some) } else { Ok(None) };
+            let swap =
+                if shard.is_shared() && !shard.is_reserved() { Shard::zeroed(shard.len()).map(Some) } else { Ok(None) };
             if let Some(heap) = agree(comm, swap)? {
                 *shard = heap;
                 near.own = shard.as_ptr();
@@ -300,7 +309,8 @@ impl Segment {
                 if reserve && libc::posix_fallocate(fd, 0, len as libc::off_t) != 0 {
                     return fail(fd);
                 }
-                let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+                let p =
+                    libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
                 if p == libc::MAP_FAILED {
                     return fail(fd);
                 }

@@ -15,8 +15,8 @@
 
 use std::os::raw::c_int;
 
-use crate::error::Result;
 use crate::backend::local::Near;
+use crate::error::Result;
 use crate::layout::{n_rounds, round_slice, rows_per_round, Layout};
 use crate::mpi::{exclusive_prefix, Comm, Datatype, Window};
 use crate::shard::Shard;

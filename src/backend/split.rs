@@ -346,7 +346,8 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
                 .mode(0o700)
                 .create(dir)
                 .map_err(|e| err!(Io, "cannot create the hand-shake directory {}: {e}", dir.display()))?;
-            let m = fs::metadata(dir).map_err(|e| err!(Io, "cannot stat the hand-shake directory {}: {e}", dir.display()))?;
+            let m = fs::metadata(dir)
+                .map_err(|e| err!(Io, "cannot stat the hand-shake directory {}: {e}", dir.display()))?;
             check_dir(dir, &m)
         }
     }
@@ -725,6 +726,13 @@ mod tests {
         assert!(poll(Duration::from_millis(100), || Ok(None::<()>)).unwrap().is_none());
         assert!(t.elapsed() >= Duration::from_millis(100));
         let mut n = 0;
-        assert_eq!(poll(Duration::from_secs(5), || { n += 1; Ok((n == 3).then_some(n)) }).unwrap(), Some(3));
+        assert_eq!(
+            poll(Duration::from_secs(5), || {
+                n += 1;
+                Ok((n == 3).then_some(n))
+            })
+            .unwrap(),
+            Some(3)
+        );
     }
 }

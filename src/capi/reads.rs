@@ -184,7 +184,11 @@ pub unsafe extern "C" fn dds_register_recv(
 /// usable as an ordinary destination. Local and thread-safe.
 /// Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INVALID_ARGUMENT (not registered).
 #[no_mangle]
-pub unsafe extern "C" fn dds_unregister_recv(store: *mut dds_store, name: *const c_char, buf: *mut c_void) -> dds_status {
+pub unsafe extern "C" fn dds_unregister_recv(
+    store: *mut dds_store,
+    name: *const c_char,
+    buf: *mut c_void,
+) -> dds_status {
     guard("dds_unregister_recv", || {
         let s = store_of(store)?;
         let name = name_arg(name)?;

@@ -80,7 +80,11 @@ unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
 /// usable provider, or the named provider or interface does not exist; on
 /// every rank), DDS_ERR_MPI.
 #[no_mangle]
-pub unsafe extern "C" fn dds_create(comm_f: c_int, options: *const dds_options, out: *mut *mut dds_store) -> dds_status {
+pub unsafe extern "C" fn dds_create(
+    comm_f: c_int,
+    options: *const dds_options,
+    out: *mut *mut dds_store,
+) -> dds_status {
     guard("dds_create", || {
         let opts = decode_options(options).and_then(|o| {
             if out.is_null() {
@@ -257,7 +261,10 @@ pub unsafe extern "C" fn dds_fail_collective(
         let kind = Kind::from_status(status);
         let failure = match kind {
             Some(k) => Error::new(k, text),
-            None => Error::new(Kind::InvalidArgument, format!("{text} (dds_fail_collective: status {status} is not an error)")),
+            None => Error::new(
+                Kind::InvalidArgument,
+                format!("{text} (dds_fail_collective: status {status} is not an error)"),
+            ),
         };
         let name = if name.is_null() { "" } else { name_arg(name).unwrap_or("") };
         s.fail_collective(what.1, name, failure)

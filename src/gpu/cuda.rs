@@ -184,7 +184,13 @@ impl Driver {
     /// # Safety
     /// `src` stays valid and unchanged until the event completes; `dst` is
     /// device memory of at least `bytes` (call on its device).
-    pub unsafe fn copy_to_device(&self, dst: *mut u8, src: *const u8, bytes: usize, stream: Option<Stream>) -> Result<Event> {
+    pub unsafe fn copy_to_device(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Option<Stream>,
+    ) -> Result<Event> {
         let s = stream_of(stream);
         check(cu::cuMemcpyHtoDAsync_v2(dst as u64, src as *const c_void, bytes, s), "cuMemcpyHtoDAsync")?;
         self.record(stream)

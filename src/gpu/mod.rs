@@ -75,7 +75,10 @@ impl Mode {
             0 => Ok(Some(Mode::Off)),
             1 => Ok(Some(Mode::Auto)),
             2 => Ok(Some(Mode::Require)),
-            _ => bail!(InvalidArgument, "options.gpu {c} is not -1 (environment), 0 (host only), 1 (auto) or 2 (require)"),
+            _ => bail!(
+                InvalidArgument,
+                "options.gpu {c} is not -1 (environment), 0 (host only), 1 (auto) or 2 (require)"
+            ),
         }
     }
 }

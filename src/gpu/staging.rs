@@ -138,7 +138,9 @@ mod tests {
 
     #[test]
     fn chunks_cover_every_row_once_within_the_cap() {
-        for &(rows, rb, cap) in &[(10, 8, 32), (10, 8, 80), (10, 8, 81), (1, 8, 4), (7, 3, 10), (1000, 24, 4096), (5, 0, 16)] {
+        for &(rows, rb, cap) in
+            &[(10, 8, 32), (10, 8, 80), (10, 8, 81), (1, 8, 4), (7, 3, 10), (1000, 24, 4096), (5, 0, 16)]
+        {
             let plan = plan_chunks(rows, rb, cap);
             let mut next = 0;
             for &(first, n) in &plan {

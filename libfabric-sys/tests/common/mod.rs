@@ -23,12 +23,7 @@ macro_rules! check {
     ($call:expr, $what:expr) => {{
         let ret = $call;
         if (ret as i64) < 0 {
-            panic!(
-                "{} failed: {} ({})",
-                $what,
-                ret,
-                libfabric_sys::errstr(ret as i32)
-            );
+            panic!("{} failed: {} ({})", $what, ret, libfabric_sys::errstr(ret as i32));
         }
         ret
     }};
@@ -49,8 +44,7 @@ pub fn tostr<T>(value: &T, ty: fi_type) -> String {
 }
 
 /// mr_mode bits this test code knows how to honour.
-pub const SUPPORTED_MR_MODE: i32 =
-    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+pub const SUPPORTED_MR_MODE: i32 = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
 /// fi_getinfo for RDM endpoints with RMA read (initiator and target).
 /// `prov` restricts the query to one provider. Returns the list head (free
@@ -69,14 +63,7 @@ pub fn getinfo_rma(prov: Option<&str>) -> Result<*mut fi_info, i32> {
             (*(*hints).fabric_attr).prov_name = ddsfi_strdup(c.as_ptr());
         }
         let mut info = ptr::null_mut();
-        let ret = ddsfi_getinfo(
-            ddsfi_header_version(),
-            ptr::null(),
-            ptr::null(),
-            0,
-            hints,
-            &mut info,
-        );
+        let ret = ddsfi_getinfo(ddsfi_header_version(), ptr::null(), ptr::null(), 0, hints, &mut info);
         ddsfi_freeinfo(hints);
         if ret != 0 {
             Err(ret)
@@ -134,9 +121,7 @@ impl Watchdog {
         let what = what.to_string();
         std::thread::spawn(move || {
             if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
-                eprintln!(
-                    "watchdog: {what} still running after {limit:?}; aborting the test process"
-                );
+                eprintln!("watchdog: {what} still running after {limit:?}; aborting the test process");
                 std::process::exit(101);
             }
         });

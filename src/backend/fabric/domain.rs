@@ -11,9 +11,9 @@ use libfabric_sys::*;
 use parking_lot::{Condvar, Mutex};
 
 use super::endpoint::{Endpoint, MAX_NAME};
+use super::fi_err;
 use super::progress::{Progress, Wait};
 use super::select::{self, Request};
-use super::fi_err;
 use crate::error::{bail, err, Result};
 use crate::mpi::{agree, Comm};
 
@@ -197,8 +197,8 @@ impl Fabric {
         } else {
             Wait::Poll(Duration::from_micros(cfg.progress_sleep_us))
         };
-        let started = Progress::start(server_cq, wait)
-            .map_err(|e| err!(Internal, "cannot start the progress thread: {e}"));
+        let started =
+            Progress::start(server_cq, wait).map_err(|e| err!(Internal, "cannot start the progress thread: {e}"));
         fab.progress = Some(agree(comm, started)?);
         Ok(fab)
     }
@@ -302,8 +302,10 @@ impl Fabric {
             let what = |e: crate::error::Error| {
                 err!(Fabric, "libfabric provider {}@{}: {}", fab_name(info), dom_name(info), e.msg)
             };
-            fi_err(ddsfi_fabric((*info).fabric_attr, &mut fab.fabric, ptr::null_mut()) as isize, "fi_fabric").map_err(what)?;
-            fi_err(ddsfi_domain(fab.fabric, info, &mut fab.domain, ptr::null_mut()) as isize, "fi_domain").map_err(what)?;
+            fi_err(ddsfi_fabric((*info).fabric_attr, &mut fab.fabric, ptr::null_mut()) as isize, "fi_fabric")
+                .map_err(what)?;
+            fi_err(ddsfi_domain(fab.fabric, info, &mut fab.domain, ptr::null_mut()) as isize, "fi_domain")
+                .map_err(what)?;
             let mut av_attr = fi_av_attr { type_: FI_AV_TABLE, count: n_peers, ..Default::default() };
             fi_err(ddsfi_av_open(fab.domain, &mut av_attr, &mut fab.av, ptr::null_mut()) as isize, "fi_av_open")
                 .map_err(what)?;

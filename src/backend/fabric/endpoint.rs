@@ -34,7 +34,8 @@ impl Endpoint {
         wait: fi_wait_obj,
         cq_size: usize,
     ) -> Result<Endpoint> {
-        let mut cq_attr = fi_cq_attr { size: cq_size, format: FI_CQ_FORMAT_CONTEXT, wait_obj: wait, ..Default::default() };
+        let mut cq_attr =
+            fi_cq_attr { size: cq_size, format: FI_CQ_FORMAT_CONTEXT, wait_obj: wait, ..Default::default() };
         let mut cq = ptr::null_mut();
         fi_err(ddsfi_cq_open(domain, &mut cq_attr, &mut cq, ptr::null_mut()) as isize, "fi_cq_open")?;
         let mut e = Endpoint { ep: ptr::null_mut(), cq };

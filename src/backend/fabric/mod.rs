@@ -54,11 +54,8 @@ pub struct FabricVar {
 impl FabricVar {
     /// Collective: registers `shard` for remote read and exchanges keys.
     pub fn new(fab: &Arc<Fabric>, shard: &Shard, comm: &Comm) -> Result<FabricVar> {
-        let local = if shard.len() == 0 {
-            Ok(None)
-        } else {
-            Mr::register_shard(fab, shard.as_ptr(), shard.len()).map(Some)
-        };
+        let local =
+            if shard.len() == 0 { Ok(None) } else { Mr::register_shard(fab, shard.as_ptr(), shard.len()).map(Some) };
         let mr = agree(comm, local)?;
         let key = mr.as_ref().map_or(0, |m| m.key());
         let base = Mr::remote_base(fab, shard.as_ptr());
@@ -91,7 +88,14 @@ impl FabricVar {
 
     /// A read of `len` bytes at byte `offset` of `owner`'s shard into `dst`.
     pub fn op(&self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> Op {
-        Op { owner: owner as u32, peer: self.peers[owner], raddr: self.bases[owner] + offset, key: self.keys[owner], dst, len }
+        Op {
+            owner: owner as u32,
+            peer: self.peers[owner],
+            raddr: self.bases[owner] + offset,
+            key: self.keys[owner],
+            dst,
+            len,
+        }
     }
 
     /// True when a read of `owner`'s bytes at `offset` into `dst` continues `op`.
