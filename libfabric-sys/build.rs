@@ -59,6 +59,18 @@ fn from_prefix(prefix: &Path, how: &str) -> Libfabric {
     }
 }
 
+/// A directory the linker searches anyway (/usr/lib, /lib64, /usr/lib/x86_64-linux-gnu, ...).
+fn is_default_lib_dir(dir: &Path) -> bool {
+    let d = dir.to_string_lossy();
+    let d = d.trim_end_matches('/');
+    let rest = d.strip_prefix("/usr").unwrap_or(d);
+    match rest.strip_prefix("/lib") {
+        Some("") | Some("64") | Some("32") => true,
+        Some(sub) => sub.strip_prefix('/').is_some_and(|t| !t.contains('/') && t.contains("-linux-")),
+        None => false,
+    }
+}
+
 fn locate() -> Libfabric {
     println!("cargo:rerun-if-env-changed=LIBFABRIC_DIR");
     // cargo_metadata(false): link lines are printed after the shim so that the
@@ -113,7 +125,11 @@ fn main() {
     cc.compile("ddsfi_shim");
 
     // 2. Link libfabric (after the shim archive).
-    for dir in &fabric.lib_dirs {
+    // The linker's own directories are left out: a -L for them would come
+    // before other crates' (mpi-sys's Open MPI directory), so `-lmpi` would
+    // find Debian's alternatives link /usr/lib/<triple>/libmpi.so, which may
+    // point to MPICH.
+    for dir in fabric.lib_dirs.iter().filter(|d| !is_default_lib_dir(d)) {
         println!("cargo:rustc-link-search=native={}", dir.display());
     }
     for lib in &fabric.libs {

@@ -83,19 +83,47 @@ pub fn before_finalize(hook: fn()) -> Result<()> {
         ffi::MPI_SUCCESS as c_int
     }
 
+    // The attribute is never copied (what MPI_COMM_NULL_COPY_FN does). A NULL
+    // copy function is that constant in MPICH but an invalid argument in
+    // Open MPI, whose constant is a real function: so pass our own.
+    unsafe extern "C" fn no_copy(
+        _: ffi::MPI_Comm,
+        _: c_int,
+        _: *mut c_void,
+        _: *mut c_void,
+        _: *mut c_void,
+        flag: *mut c_int,
+    ) -> c_int {
+        *flag = 0;
+        ffi::MPI_SUCCESS as c_int
+    }
+
     let _ = HOOK.set(hook);
     REGISTERED.get_or_try_init(|| {
         let mut key: c_int = 0;
         // SAFETY: standard keyval creation; the attribute value is unused.
         unsafe {
             check(
-                ffi::MPI_Comm_create_keyval(None, Some(on_delete), &mut key, ptr::null_mut()),
+                ffi::MPI_Comm_create_keyval(Some(no_copy), Some(on_delete), &mut key, ptr::null_mut()),
                 "MPI_Comm_create_keyval",
             )?;
             check(ffi::MPI_Comm_set_attr(ffi::RSMPI_COMM_SELF, key, ptr::null_mut()), "MPI_Comm_set_attr")
         }
     })?;
     Ok(())
+}
+
+/// The address to give MPI for a buffer of which `used` says whether any
+/// element is sent or received. An empty Rust buffer's pointer is its
+/// alignment (0x1 for bytes), which is `MPI_IN_PLACE` in Open MPI: MPI reads
+/// nothing through a zero-count buffer, so a real, unused address stands in.
+fn mpi_addr<T>(p: *const T, used: bool) -> *mut c_void {
+    static NOTHING: u64 = 0;
+    if used {
+        p as *mut c_void
+    } else {
+        &NOTHING as *const u64 as *mut c_void
+    }
 }
 
 /// A communicator. Owned ones (ours) are freed on drop while MPI runs.
@@ -216,10 +244,10 @@ impl Comm {
         check(
             unsafe {
                 ffi::MPI_Allgatherv(
-                    mine.as_ptr().cast(),
+                    mpi_addr(mine.as_ptr(), !mine.is_empty()),
                     mine.len() as c_int,
                     ffi::RSMPI_INT64_T,
-                    all.as_mut_ptr().cast(),
+                    mpi_addr(all.as_mut_ptr(), !all.is_empty()),
                     rc.as_ptr(),
                     displs.as_ptr(),
                     ffi::RSMPI_INT64_T,
@@ -247,8 +275,8 @@ impl Comm {
         check(
             unsafe {
                 ffi::MPI_Allreduce(
-                    send.as_ptr().cast(),
-                    values.as_mut_ptr().cast(),
+                    mpi_addr(send.as_ptr(), !send.is_empty()),
+                    mpi_addr(values.as_mut_ptr(), !values.is_empty()),
                     values.len() as c_int,
                     ffi::RSMPI_INT64_T,
                     op,
@@ -263,7 +291,13 @@ impl Comm {
         // SAFETY: every rank passes a buffer of the same length.
         check(
             unsafe {
-                ffi::MPI_Bcast(buf.as_mut_ptr().cast(), buf.len() as c_int, ffi::RSMPI_UINT8_T, root as c_int, self.raw)
+                ffi::MPI_Bcast(
+                    mpi_addr(buf.as_mut_ptr(), !buf.is_empty()),
+                    buf.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    root as c_int,
+                    self.raw,
+                )
             },
             "MPI_Bcast",
         )
@@ -285,11 +319,11 @@ impl Comm {
         check(
             unsafe {
                 ffi::MPI_Alltoallv(
-                    send as *const c_void,
+                    mpi_addr(send, scounts.iter().any(|&c| c > 0)),
                     scounts.as_ptr(),
                     sdispls.as_ptr(),
                     dtype.raw,
-                    recv as *mut c_void,
+                    mpi_addr(recv, rcounts.iter().any(|&c| c > 0)),
                     rcounts.as_ptr(),
                     rdispls.as_ptr(),
                     dtype.raw,

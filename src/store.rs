@@ -297,10 +297,15 @@ impl Store {
         let counts: Vec<i64> = all.iter().map(|m| m[0]).collect();
         let layout = Layout::from_counts(&counts).map_err(|e| err!(InvalidArgument, "variable '{name}': {}", e.msg))?;
         let near = Near::share(&self.node, &self.comm, &mut shard)?;
+        // MPI may fail a window on some ranks only (Open MPI does, when no
+        // one-sided component suits the window): every rank fails together.
+        // A rank whose part succeeded leaks it: freeing is collective.
         let transport = match &self.fabric {
-            Some(f) => Transport::Fabric(FabricVar::new(f, &shard, &self.comm)?),
-            None => Transport::Rma(RmaVar::new(&shard, &self.comm)?),
+            Some(f) => FabricVar::new(f, &shard, &self.comm).map(Transport::Fabric),
+            None => RmaVar::new(&shard, &self.comm).map(Transport::Rma),
         };
+        let transport =
+            agree(&self.comm, transport).map_err(|e| Error::new(e.kind, format!("variable '{name}': {}", e.msg)))?;
         self.publish_if_core(name, &s, &layout, &transport)?;
         vars.insert(
             name.to_string(),

@@ -87,6 +87,13 @@ pub struct Scratch {
     done: Vec<c_int>,
 }
 
+// SAFETY: `MPI_Request` is an integer in MPICH but a pointer in Open MPI,
+// so the compiler cannot tell that it may cross threads. The scratch lives
+// behind the store's exchange mutex, and every request in it completes
+// (waitall / waitsome) before the exchange returns: between batches it holds
+// no live request, only capacity.
+unsafe impl Send for Scratch {}
+
 /// A variable's data as one batch sees it.
 pub struct Source<'a> {
     pub layout: &'a Layout,
