@@ -6,12 +6,16 @@
 #   make header               regenerate include/ddstore.h after changing src/capi
 
 PREFIX ?= /usr/local
-VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-MAJOR := $(word 1,$(subst ., ,$(VERSION)))
-MINOR := $(word 2,$(subst ., ,$(VERSION)))
-SOVERSION := $(MAJOR)
-STATIC_LIBS := -lmpich -lfabric -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+# The MPI to build against, named by its C compiler wrapper (mpicc: the
+# system's default; e.g. MPICC=mpicc.openmpi). mpi-sys and the CMake package
+# both ask it.
+MPICC ?= mpicc
+export MPICC
+# Cargo's output directory (one per MPI: the bindings differ).
+TARGET_DIR ?= target
 BUILD := build
+# CMake build tree of the install step (cmake/CMakeLists.txt).
+PKG_BUILD ?= $(BUILD)/pkg
 TEST_PREFIX := $(CURDIR)/$(BUILD)/prefix
 NP ?= 4
 
@@ -36,23 +40,24 @@ deps:
 	./scripts/install-deps.sh
 
 build:
-	cargo build --release
+	cargo build --release --target-dir $(TARGET_DIR)
 
 header:
-	DDSTORE_UPDATE_HEADER=1 cargo build --release
+	DDSTORE_UPDATE_HEADER=1 cargo build --release --target-dir $(TARGET_DIR)
 
+# Libraries, headers, and the CMake package and pkg-config file, which
+# CMake makes for the MPI of the build (cmake/CMakeLists.txt). Honours
+# DESTDIR (staged installs). The static link line is what rustc reports for
+# this build (cargo replays the note when nothing changed).
 install: build
-	install -d $(PREFIX)/lib/cmake/ddstore $(PREFIX)/lib/pkgconfig $(PREFIX)/include
-	install -m 755 target/release/libddstore.so $(PREFIX)/lib/libddstore.so.$(VERSION)
-	ln -sf libddstore.so.$(VERSION) $(PREFIX)/lib/libddstore.so.$(SOVERSION)
-	ln -sf libddstore.so.$(SOVERSION) $(PREFIX)/lib/libddstore.so
-	install -m 644 target/release/libddstore.a $(PREFIX)/lib/libddstore.a
-	install -m 644 $(wildcard include/ddstore.h include/ddstore.hpp include/ddstore.f90) $(PREFIX)/include/
-	for f in ddstoreConfig ddstoreConfigVersion; do \
-	  sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' \
-	      -e 's|@MINOR@|$(MINOR)|g' -e 's|@STATIC_LIBS@|$(STATIC_LIBS)|g' \
-	      cmake/$$f.cmake.in > $(PREFIX)/lib/cmake/ddstore/$$f.cmake; done
-	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@STATIC_LIBS@|$(STATIC_LIBS)|g' cmake/ddstore.pc.in > $(PREFIX)/lib/pkgconfig/ddstore.pc
+	libs=$$(cargo rustc --release --target-dir $(TARGET_DIR) --lib --crate-type staticlib -- \
+	    --print native-static-libs 2>&1 | sed -n 's/^note: native-static-libs: //p' | tr ' ' ';'); \
+	test -n "$$libs" || { echo "install: cargo did not report the native static libraries" >&2; exit 1; }; \
+	mkdir -p $(PKG_BUILD); \
+	cmake -S cmake -B $(PKG_BUILD) -DDDSTORE_LIB_DIR=$(abspath $(TARGET_DIR))/release \
+	    -DMPI_C_COMPILER=$$(command -v $(MPICC)) "-DDDSTORE_STATIC_LIBS=$$libs" > $(PKG_BUILD)/configure.log 2>&1 \
+	    || { cat $(PKG_BUILD)/configure.log >&2; exit 1; }
+	DESTDIR="$(DESTDIR)" cmake --install $(PKG_BUILD) --prefix $(PREFIX) > $(PKG_BUILD)/install.log
 
 # The C/C++/Fortran tests are a separate CMake project that find_package()s
 # the installed library (in build/prefix), as a user's project would.
@@ -76,6 +81,13 @@ test-c: install-test-prefix
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-c.txt
+
+# The library built against Open MPI (beside MPICH) and its core C, C++ and
+# Fortran tests under mpiexec.openmpi, the pkg-config consumers, a DESTDIR
+# install. See scripts/test-openmpi.sh and docs/install.md.
+.PHONY: test-openmpi
+test-openmpi:
+	./scripts/test-openmpi.sh $(BUILD)/openmpi
 
 # The core C tests under AddressSanitizer + UBSan (the library rebuilt with
 # -Zsanitizer=address in target/asan; SANITIZE_RUST=0 keeps the release
@@ -135,6 +147,7 @@ test: deps
 	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-test.txt
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-c
+	$(MAKE) --no-print-directory test-openmpi
 	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-staged

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing libddstore needs on Debian/Ubuntu:
 # MPICH, libfabric, libclang (bindgen), CMake, gfortran, pkg-config, valgrind
-# (make test-sanitize).
+# (make test-sanitize), and Open MPI beside MPICH (make test-openmpi).
+#
+# Debian's update-alternatives would make Open MPI the default mpicc,
+# mpiexec and libmpi.so once it is installed (it has the higher priority):
+# MPICH stays the default here, and Open MPI is used only when named
+# (mpicc.openmpi, mpiexec.openmpi).
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
-pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind)
+pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -16,3 +22,16 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
 fi
+# Pin MPICH (a no-op when it already is the choice).
+pin() {
+  local name=$1 want=$2
+  [ -e "$want" ] || return 0
+  [ "$(update-alternatives --query "$name" 2>/dev/null | sed -n 's/^Value: //p')" = "$want" ] && return 0
+  ${sudo_cmd:-} update-alternatives --set "$name" "$want"
+}
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+pin mpi /usr/bin/mpicc.mpich
+pin mpirun /usr/bin/mpirun.mpich
+pin mpi-"$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)" \
+    /usr/include/"$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"/mpich
