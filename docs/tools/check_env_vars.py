@@ -12,7 +12,8 @@
   `#[cfg(test)]` modules do not count.
 * Python, under python-ctypes/pyddstore/ (subpackages included):
   `os.environ.get(...)`, `os.environ[...]`, `os.getenv(...)`,
-  `os.environ.setdefault(...)`, `... in os.environ`, also through any name
+  `os.environ.setdefault(...)`, `... in os.environ`, pyddstore's
+  `env_switch`/`env_int`/`env_seconds(...)`, also through any name
   ending in `environ` and through module-level string constants.
 * C, C++ and Fortran headers under include/: `getenv("...")`.
 
@@ -128,6 +129,11 @@ def rust_reads(src_dir):
 # ---------------------------------------------------------------------------
 # Python
 
+# pyddstore's strict readers (pyddstore/_args.py): their first argument is
+# the variable's name.
+ENV_READERS = ("env_switch", "env_int", "env_seconds")
+
+
 def _is_environ(node):
     if isinstance(node, ast.Attribute):
         return node.attr.endswith("environ")
@@ -167,6 +173,11 @@ def python_reads(pkg_dir, root):
                     if f.attr in ("get", "setdefault", "pop") and _is_environ(f.value):
                         names.append(value(node.args[0]))
                     elif f.attr in ("getenv", "getenvb") and isinstance(f.value, ast.Name):
+                        names.append(value(node.args[0]))
+                    elif f.attr in ENV_READERS:
+                        names.append(value(node.args[0]))
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ENV_READERS:
+                    if node.args:
                         names.append(value(node.args[0]))
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getenv":
                     if node.args:

@@ -49,13 +49,16 @@ a = os.environ.get("DDSTORE_PY_GET", "")
 b = os.getenv("DDSTORE_PY_GETENV")
 c = os.environ["DDSTORE_PY_ITEM"]
 d = "DDSTORE_PY_IN" in os.environ
+e = _args.env_switch("DDSTORE_PY_SWITCH", True)
+g = env_int("DDSTORE_PY_INT", 0, 0, 2)
 def f(environ=os.environ):
     return environ.get(ENV)
 msg = "set DDSTORE_PY_ONLY_TEXT"
 '''
 
 READ = ["DDSTORE_ALPHA", "DDSTORE_PY_CONST", "DDSTORE_PY_GET", "DDSTORE_PY_GETENV",
-        "DDSTORE_PY_IN", "DDSTORE_PY_ITEM", "DDSTORE_VIA_CONST", "FI_SOMETHING"]
+        "DDSTORE_PY_IN", "DDSTORE_PY_INT", "DDSTORE_PY_ITEM", "DDSTORE_PY_SWITCH", "DDSTORE_VIA_CONST",
+        "FI_SOMETHING"]
 
 
 def make_repo(tmp, rows):
