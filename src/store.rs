@@ -380,14 +380,7 @@ impl Store {
     ) -> Result<()> {
         self.check_running()?;
         self.with_var(name, |v| {
-            if count < 0 {
-                bail!(InvalidArgument, "count {count} is negative");
-            }
-            v.check_dst("destination", dst_bytes, count)?;
-            if count == 0 {
-                return check_empty_start(v, start);
-            }
-            let (owner, local) = self.check_range(v, start, count)?;
+            let Some((owner, local)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(()) };
             let mut t = Timer::start(self.cfg.profile);
             let offset = local as u64 * v.row_bytes;
             let direct = v.near.src(owner);
@@ -412,6 +405,27 @@ impl Store {
             Tally::record(tally, v, count as u64, if direct.is_some() { count as u64 } else { 0 });
             Ok(())
         })
+    }
+
+    /// Every check of a `dds_get` (count, destination size, range): the
+    /// owner and the first row's index within its shard, or None for an
+    /// empty read (which moves nothing).
+    pub(crate) fn check_get(
+        &self,
+        v: &Variable,
+        dst_bytes: usize,
+        start: i64,
+        count: i64,
+    ) -> Result<Option<(usize, i64)>> {
+        if count < 0 {
+            bail!(InvalidArgument, "count {count} is negative");
+        }
+        v.check_dst("destination", dst_bytes, count)?;
+        if count == 0 {
+            check_empty_start(v, start)?;
+            return Ok(None);
+        }
+        self.check_range(v, start, count).map(Some)
     }
 
     /// Checks that `count` (> 0) rows from `start` lie in one shard; returns
@@ -756,7 +770,7 @@ impl Tally {
 
 /// An empty read moves nothing, but its `start` must still name a place in
 /// the variable: [0, total rows] (the end included, as for a slice).
-pub(crate) fn check_empty_start(v: &Variable, start: i64) -> Result<()> {
+fn check_empty_start(v: &Variable, start: i64) -> Result<()> {
     let total = v.layout.total();
     if !(0..=total).contains(&start) {
         bail!(OutOfRange, "variable '{}': start {start} of a 0-row read is outside [0, {total}]", v.name);

@@ -130,15 +130,7 @@ impl Store {
             MemKind::Cuda(dev) => {
                 self.check_staging("destination", name)?;
                 let rb = self.with_var(name, |v| {
-                    if count < 0 {
-                        bail!(InvalidArgument, "count {count} is negative");
-                    }
-                    v.check_dst("destination", dst_bytes, count)?;
-                    if count > 0 {
-                        self.check_range(v, start, count)?;
-                    } else {
-                        super::check_empty_start(v, start)?;
-                    }
+                    self.check_get(v, dst_bytes, start, count)?;
                     Ok(v.row_bytes as usize)
                 })?;
                 let tally = Tally::default();
