@@ -186,32 +186,39 @@ typedef struct {
   const char *single_floor[3];
   const char *batch_floor[3];
   int needs_extra_job; /* method 2: readers are a separate job, not driven here yet */
+  int onesided;        /* method 0: dds_options.batch_mode = DDS_BATCH_ONESIDED */
 } bench_method;
 
 static const bench_method METHODS[] = {
     /* Method 0 through MPI: node-local reads off, so remote rows use MPI RMA
      * (dds_get) and MPI_Alltoallv (dds_get_batch). */
     {"mpi", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
-     {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0},
+     {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0, 0},
+    /* Method 0 in the one-sided batch mode (issue 17), node-local reads off:
+     * batches are pipelined MPI_Gets, so their floor is the pipelined get. */
+    {"mpi onesided", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
+     {"mpi-get-pipelined", NULL, NULL}, 0, 1},
     /* Method 0 with node-local reads (the default): every row is copied from
      * shared memory, so the floor is memcpy from shared-memory segments
      * (memcpy-shm); memcpy from private memory is shown next to it. */
     {"mpi+local", DDS_METHOD_MPI, NULL, 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
-     {"memcpy-shm", NULL, NULL}, 0},
+     {"memcpy-shm", NULL, NULL}, 0, 0},
     /* Method 1 (libfabric RDMA), node-local reads off: its floors are raw
      * fi_read on the store's own provider and domain (bench_fabric.c). */
     {"fabric:shm", DDS_METHOD_FABRIC, "shm", 0, {"fabric:shm", NULL, NULL}, {"fi-read-shm", NULL, NULL},
-     {"fi-read-pipelined-shm", NULL, NULL}, 0},
+     {"fi-read-pipelined-shm", NULL, NULL}, 0, 0},
     {"fabric:tcp", DDS_METHOD_FABRIC, "tcp;ofi_rxm", 0, {"fabric:tcp", NULL, NULL}, {"fi-read-tcp", NULL, NULL},
-     {"fi-read-pipelined-tcp", NULL, NULL}, 0},
+     {"fi-read-pipelined-tcp", NULL, NULL}, 0, 0},
     /* Method 1 with node-local reads: one-sided batches copied from shared memory. */
     {"fabric+local", DDS_METHOD_FABRIC, "shm", 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
-     {"memcpy-shm", NULL, NULL}, 0},
+     {"memcpy-shm", NULL, NULL}, 0, 0},
     /* Method 2 (split jobs): probed; timing it needs a second (extra) job. */
     {"split:shm", DDS_METHOD_SPLIT, "shm", 0, {NULL, NULL, NULL}, {"fi-read-shm", NULL, NULL},
-     {"fi-read-pipelined-shm", NULL, NULL}, 1},
+     {"fi-read-pipelined-shm", NULL, NULL}, 1, 0},
 };
 enum { N_METHODS = sizeof METHODS / sizeof METHODS[0] };
+
+static void request_bytes(bench_ctx *c, const bench_method *m, dds_store *s, const char *var);
 
 /* Creates a store of method `m` over all ranks (collective). */
 static dds_status create_store(const bench_method *m, dds_store **out) {
@@ -220,6 +227,7 @@ static dds_status create_store(const bench_method *m, dds_store **out) {
   o.method = m->method;
   o.fabric_provider = m->provider;
   o.handshake_dir = g_hs_dir; /* method 2: not the current directory */
+  o.batch_mode = m->onesided ? DDS_BATCH_ONESIDED : DDS_BATCH_COLLECTIVE;
   const char *old = getenv("DDSTORE_NODE_LOCAL");
   char *saved = old ? strdup(old) : NULL;
   setenv("DDSTORE_NODE_LOCAL", m->node_local ? "1" : "0", 1); /* read by dds_create */
@@ -449,12 +457,13 @@ static void json_profile(FILE *f, const dds_counters *a, const dds_counters *b) 
   fprintf(f,
           ",\"profile\":{\"profiling\":%u,\"calls\":%llu,\"rows\":%llu,\"rows_local\":%llu,\"rows_remote\":%llu,"
           "\"read_ns_per_row\":%.1f,\"lock_wait_ns_per_row\":%.1f,\"mr_ns_per_row\":%.1f,\"cq_ns_per_row\":%.1f,"
-          "\"mr_miss\":%llu}",
+          "\"mr_miss\":%llu,\"req_bytes_sent\":%llu,\"req_bytes_recv\":%llu}",
           b->profiling, (unsigned long long)(b->calls - a->calls), (unsigned long long)rows,
           (unsigned long long)(b->rows_local - a->rows_local), (unsigned long long)(b->rows_remote - a->rows_remote),
           (double)(b->read_ns - a->read_ns) * per, (double)(b->lock_wait_ns - a->lock_wait_ns) * per,
           (double)(b->mr_ns - a->mr_ns) * per, (double)(b->cq_ns - a->cq_ns) * per,
-          (unsigned long long)(b->mr_miss - a->mr_miss));
+          (unsigned long long)(b->mr_miss - a->mr_miss), (unsigned long long)(b->req_bytes_sent - a->req_bytes_sent),
+          (unsigned long long)(b->req_bytes_recv - a->req_bytes_recv));
 }
 
 static void set_lock(bench_ctx *c, int lock_all) {
@@ -810,8 +819,8 @@ static void run_method(bench_ctx *c, const bench_method *m) {
     }
   }
   fi_floors_setup(c, m, do_store ? &info : NULL);
-  /* Method 1 reads are one-sided and thread-safe: also with 2 and 4 threads. */
-  int n_thr = m->method == DDS_METHOD_FABRIC && g_provided >= MPI_THREAD_MULTIPLE ? 2 : 0;
+  /* Method 1 reads and method-0 one-sided batches are thread-safe: also with 2 and 4 threads. */
+  int n_thr = (m->method == DDS_METHOD_FABRIC || m->onesided) && g_provided >= MPI_THREAD_MULTIPLE ? 2 : 0;
   store_state st = {s, var};
   const char *single_f[5], *batch_f[6];
   int ns = 0, nbf = 0;
@@ -882,8 +891,38 @@ static void run_method(bench_ctx *c, const bench_method *m) {
     }
     run_group(c, &gb);
   }
+  if (s && m->method == DDS_METHOD_MPI) request_bytes(c, m, s, var);
   floors_fi_teardown(c);
   if (s) TRY(dds_destroy(s));
+}
+
+/* Method 0: request bytes (dds_counters.req_bytes_*) per batch of 128
+ * random rows, measured on their own (the timed groups interleave paths, so
+ * their counters mix calls): printed and written as a "reqbytes" record. */
+static void request_bytes(bench_ctx *c, const bench_method *m, dds_store *s, const char *var) {
+  enum { NB = 20, B = 128 };
+  int64_t idx[B];
+  char *dst = malloc((size_t)B * (size_t)c->rb);
+  unsigned long long x = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)(c->me + 1) * 1000003ULL;
+  dds_counters a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+  TRY(dds_profile(s, var, &a));
+  for (int k = 0; k < NB; k++) {
+    for (int i = 0; i < B; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      idx[i] = (int64_t)(x % (unsigned long long)c->total);
+    }
+    TRY(dds_get_batch(s, var, dst, (size_t)B * (size_t)c->rb, idx, B));
+  }
+  TRY(dds_profile(s, var, &b));
+  free(dst);
+  double sent = (double)(b.req_bytes_sent - a.req_bytes_sent) / NB, recv = (double)(b.req_bytes_recv - a.req_bytes_recv) / NB;
+  if (c->me == 0) {
+    printf("%-12s request bytes per batch of %d random rows (%lld-byte rows): sent %.0f, received %.0f\n", m->label, B,
+           (long long)c->rb, sent, recv);
+    fprintf(g_out, "{\"type\":\"reqbytes\",\"group\":\"%s\",\"row_bytes\":%lld,\"batch\":%d,\"batches\":%d,"
+                   "\"sent_per_batch\":%.1f,\"recv_per_batch\":%.1f,\"ranks\":%d}\n",
+            m->label, (long long)c->rb, B, NB, sent, recv, c->np);
+  }
 }
 
 /* ------------------------------------------------------------------- driver */

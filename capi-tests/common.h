@@ -100,6 +100,14 @@ static inline int t_method(void) {
   return (m && *m) ? atoi(m) : 0;
 }
 
+/* True when dds_get_batch is collective in the stores t_store makes:
+ * method 0 unless DDSTORE_BATCH_MODE=onesided (then, as methods 1 and 2,
+ * each rank's batch is its own and errors stay on the rank that made them). */
+static inline int t_batch_collective(void) {
+  const char *m = getenv("DDSTORE_BATCH_MODE");
+  return t_method() == 0 && !(m && (strcmp(m, "onesided") == 0 || strcmp(m, "one-sided") == 0));
+}
+
 static inline dds_store *t_store(int method, int width) {
   dds_options o;
   dds_store *s = NULL;

@@ -276,7 +276,7 @@ static expect_t model_batch(const var_t *v, size_t dst_bytes, const int64_t *idx
   for (int64_t i = 0; i < n; i++)
     if (idx[i] < 0 || idx[i] >= v->total)
       return err(DDS_ERR_INDEX_OUT_OF_RANGE, "index %lld of %s batch, global row %lld, is out of range",
-                 (long long)i, t_method() == 0 ? "its" : "the", (long long)idx[i]);
+                 (long long)i, t_batch_collective() ? "its" : "the", (long long)idx[i]);
   return ok();
 }
 
@@ -526,7 +526,8 @@ static void struct_table(dds_store *s, const var_t *v) {
   } u;
   for (int which = 0; which < 2; which++) {
     size_t full = which == 0 ? sizeof(dds_var_info) : sizeof(dds_counters);
-    size_t v1 = which == 0 ? offsetof(dds_var_info, node_local) : sizeof(dds_counters);
+    /* The first version of each: before node_local (0.1), before req_bytes_sent (0.3). */
+    size_t v1 = which == 0 ? offsetof(dds_var_info, node_local) : offsetof(dds_counters, req_bytes_sent);
     const u128 vals[] = {0, 1, v1 - 1, v1, v1 + 1, full - 1, full, full + 1, full + 8, UINT32_MAX};
     for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
       uint32_t ss = (uint32_t)vals[k];

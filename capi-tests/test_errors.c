@@ -285,13 +285,14 @@ static void batch_errors(dds_store *s) {
   int64_t n = total_rows(), idx[2] = {0, n - 1};
   char who[96];
   int64_t bad[2] = {0, t_rank == t_size - 1 ? n + 5 : 1};
-  if (t_method() == 0) {
+  if (t_batch_collective()) {
     /* An index out of range on the last rank only: all ranks fail together. */
     snprintf(who, sizeof who, "rank %d: index 1 of its batch, global row %lld, is out of range", t_size - 1,
              (long long)(n + 5));
     EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, bad, 2), DDS_ERR_INDEX_OUT_OF_RANGE, who);
   } else if (t_rank == t_size - 1) {
-    /* Method 1: batches are one-sided; only the rank with the bad index fails. */
+    /* One-sided batches (methods 1, 2, method 0 with DDSTORE_BATCH_MODE=onesided):
+     * only the rank with the bad index fails. */
     snprintf(who, sizeof who, "index 1 of the batch, global row %lld, is out of range", (long long)(n + 5));
     EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, bad, 2), DDS_ERR_INDEX_OUT_OF_RANGE, who);
   } else {
@@ -301,7 +302,7 @@ static void batch_errors(dds_store *s) {
   int64_t neg[1] = {-1};
   EXPECT_ERR(dds_get_batch(s, "v", two, rb, neg, 1), DDS_ERR_INDEX_OUT_OF_RANGE, "global row -1");
   /* A destination of the wrong size on rank 0 only. */
-  if (t_method() == 0)
+  if (t_batch_collective())
     EXPECT_ERR(dds_get_batch(s, "v", two, t_rank == 0 ? rb : 2 * rb, idx, 2), DDS_ERR_MISMATCH,
                "rank 0: destination of 32 bytes");
   else if (t_rank == 0)
@@ -311,7 +312,7 @@ static void batch_errors(dds_store *s) {
   EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, idx, -1), DDS_ERR_INVALID_ARGUMENT, "n -1 is negative");
   EXPECT_ERR(dds_get_batch(s, "v", two, 2 * rb, NULL, 2), DDS_ERR_INVALID_ARGUMENT, "indices is NULL");
   EXPECT_ERR(dds_get_batch(s, "v", NULL, 2 * rb, idx, 2), DDS_ERR_INVALID_ARGUMENT, "dst is NULL");
-  if (t_size > 1 && t_method() == 0) /* ranks naming different variables (collective batches only) */
+  if (t_size > 1 && t_batch_collective()) /* ranks naming different variables (collective batches only) */
     EXPECT_ERR(dds_get_batch(s, t_rank == 0 ? "v" : "w", two, t_rank == 0 ? 2 * rb : 2, idx, 2),
                DDS_ERR_INVALID_ARGUMENT, "different variables");
 }

@@ -42,7 +42,6 @@ static int intact(dds_store *s, const char *name) {
 int main(int argc, char **argv) {
   t_init(&argc, &argv);
   dds_store *s = t_store(0, 0);
-  const int method = t_method();
   t_fill(row_buf, ROWS, ELEMS, 8, TAG, (long long)t_rank * ROWS);
   CHECK(dds_add(s, "data", row_buf, sizeof row_buf, ROWS, ELEMS, 8));
 
@@ -63,12 +62,12 @@ int main(int argc, char **argv) {
     info.struct_size = sizeof info;
     EXPECT_ERR(dds_info(s, "v", &info), DDS_ERR_UNKNOWN_VARIABLE, "'v'");
 
-    /* dds_get_batch: collective for method 0 only. */
+    /* dds_get_batch: collective for method 0 in the collective batch mode only. */
     int64_t idx[2] = {0, (int64_t)t_size * ROWS - 1};
     double out[2 * ELEMS];
     st = me_bad ? dds_fail_collective(s, DDS_CALL_GET_BATCH, "data", DDS_ERR_INVALID_ARGUMENT, msg)
                 : dds_get_batch(s, "data", out, sizeof out, idx, 2);
-    if (method == 0) {
+    if (t_batch_collective()) {
       expect_failed(st, DDS_ERR_INVALID_ARGUMENT, bad, "dds_get_batch", msg);
     } else if (me_bad) {
       EXPECT_ERR(st, DDS_ERR_INVALID_ARGUMENT, msg);

@@ -35,6 +35,9 @@ program test_fortran_layout
   call fact('dds_options.fabric_provider', off(c_loc(o%fabric_provider), c_loc(o)))
   call fact('dds_options.fabric_iface', off(c_loc(o%fabric_iface), c_loc(o)))
   call fact('dds_options.nic_map', off(c_loc(o%nic_map), c_loc(o)))
+  call fact('dds_options.gpu', off(c_loc(o%gpu), c_loc(o)))
+  call fact('dds_options.gpu_staging', off(c_loc(o%gpu_staging), c_loc(o)))
+  call fact('dds_options.batch_mode', off(c_loc(o%batch_mode), c_loc(o)))
 
   call fact('sizeof(dds_var_info)', int(c_sizeof(v), c_int64_t))
   call fact('dds_var_info.struct_size', off(c_loc(v%struct_size), c_loc(v)))
@@ -63,6 +66,8 @@ program test_fortran_layout
   call fact('dds_counters.mr_miss', off(c_loc(c%mr_miss), c_loc(c)))
   call fact('dds_counters.read_ns', off(c_loc(c%read_ns), c_loc(c)))
   call fact('dds_counters.cq_ns', off(c_loc(c%cq_ns), c_loc(c)))
+  call fact('dds_counters.req_bytes_sent', off(c_loc(c%req_bytes_sent), c_loc(c)))
+  call fact('dds_counters.req_bytes_recv', off(c_loc(c%req_bytes_recv), c_loc(c)))
 
   call fact('DDS_OK', int(DDS_OK, c_int64_t))
   call fact('DDS_ERR_INVALID_ARGUMENT', int(DDS_ERR_INVALID_ARGUMENT, c_int64_t))
@@ -84,6 +89,9 @@ program test_fortran_layout
   call fact('DDS_METHOD_SPLIT', int(DDS_METHOD_SPLIT, c_int64_t))
   call fact('DDS_ROLE_CORE', int(DDS_ROLE_CORE, c_int64_t))
   call fact('DDS_ROLE_EXTRA', int(DDS_ROLE_EXTRA, c_int64_t))
+  call fact('DDS_BATCH_ENV', int(DDS_BATCH_ENV, c_int64_t))
+  call fact('DDS_BATCH_COLLECTIVE', int(DDS_BATCH_COLLECTIVE, c_int64_t))
+  call fact('DDS_BATCH_ONESIDED', int(DDS_BATCH_ONESIDED, c_int64_t))
 
   call fact('sizeof(int) = c_int', int(c_sizeof(0_c_int), c_int64_t))
   call fact('sizeof(size_t) = c_size_t', int(c_sizeof(0_c_size_t), c_int64_t))

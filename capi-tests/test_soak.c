@@ -16,7 +16,9 @@
  *   DDS_SOAK_RACE_ROUNDS  rounds of the same-buffer register/unregister
  *                       race at the end (default 50000)
  *   DDS_TEST_METHOD     0 (threads use dds_get; the main thread runs
- *                       collective batches meanwhile), 1, or 2 (core member)
+ *                       collective batches meanwhile; with
+ *                       DDSTORE_BATCH_MODE=onesided threads use batches too
+ *                       and the main thread's are one-sided), 1, or 2 (core member)
  *
  * Every iteration of a method-1/2 thread is one dds_get_batch of 1..max
  * rows (random rows, repeats, ascending runs) or a dds_get of a range, into
@@ -246,8 +248,10 @@ static void *work(void *arg) {
         t->ok = 0;
       }
     }
-    /* Method 0: a range within one shard (dds_get); 1/2: mostly batches. */
-    int use_get = method == 0 || below(t, 4) == 0;
+    /* Collective method 0: a range within one shard (dds_get); one-sided
+     * batches (methods 1, 2, method 0 with DDSTORE_BATCH_MODE=onesided):
+     * mostly batches. */
+    int use_get = t_batch_collective() || below(t, 4) == 0;
     int64_t n, start = 0;
     if (use_get) {
       start = below(t, total);
@@ -295,7 +299,8 @@ static void *work(void *arg) {
   return NULL;
 }
 
-/* Method 0: collective batches from the main thread while the others read. */
+/* Method 0: collective (or, DDSTORE_BATCH_MODE=onesided, one-sided)
+ * batches from the main thread while the others read. */
 static int main_batches(int count) {
   struct thread m = {.id = -1, .ok = 1, .rng = seed ^ mix(0xabcdefULL + (unsigned long long)t_rank)};
   int64_t n_max = max_batch < 128 ? max_batch : 128;

@@ -76,6 +76,9 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
   integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
   integer(c_int32_t), parameter, public :: DDS_GPU_REQUIRE = 2
+  integer(c_int32_t), parameter, public :: DDS_BATCH_ENV = -1
+  integer(c_int32_t), parameter, public :: DDS_BATCH_COLLECTIVE = 0
+  integer(c_int32_t), parameter, public :: DDS_BATCH_ONESIDED = 1
   integer(c_int32_t), parameter, public :: DDS_MEM_HOST = 0
   integer(c_int32_t), parameter, public :: DDS_MEM_CUDA = 1
   integer(c_int32_t), parameter, public :: DDS_MEM_ROCM = 2
@@ -99,6 +102,7 @@ module ddstore
     type(c_ptr) :: nic_map = c_null_ptr
     integer(c_int32_t) :: gpu = -1
     integer(c_int32_t) :: gpu_staging = -1
+    integer(c_int32_t) :: batch_mode = -1
   end type c_dds_options
 
   type, bind(C), public :: c_dds_var_info
@@ -129,6 +133,8 @@ module ddstore
     integer(c_int64_t) :: mr_miss = 0
     integer(c_int64_t) :: read_ns = 0
     integer(c_int64_t) :: cq_ns = 0
+    integer(c_int64_t) :: req_bytes_sent = 0
+    integer(c_int64_t) :: req_bytes_recv = 0
   end type c_dds_counters
 
   ! ---------------------------------------------------------------------
@@ -165,6 +171,8 @@ module ddstore
     integer(c_int64_t) :: rows_local = 0, rows_remote = 0
     integer(c_int64_t) :: lock_wait_ns = 0, mr_ns = 0, mr_miss = 0
     integer(c_int64_t) :: read_ns = 0, cq_ns = 0
+    ! Method-0 collective batches: bytes of requests (counts, indices) sent and received.
+    integer(c_int64_t) :: req_bytes_sent = 0, req_bytes_recv = 0
   end type dds_counters_t
 
   ! ---------------------------------------------------------------------
@@ -493,13 +501,16 @@ contains
   ! Creates a store over communicator `comm` (integer handle; with mpi_f08
   ! pass comm%MPI_VAL). Collective. Options left out take the library's
   ! defaults (method 0, all ranks in one group, strings from the environment).
+  ! batch_mode (DDS_BATCH_COLLECTIVE or DDS_BATCH_ONESIDED; default
+  ! DDSTORE_BATCH_MODE, else collective) comes after status: pass it by keyword.
   subroutine dds_create(store, comm, method, role, width, n_core, handshake_dir, &
-                        fabric_provider, fabric_iface, nic_map, status)
+                        fabric_provider, fabric_iface, nic_map, status, batch_mode)
     type(dds_store_t), intent(out) :: store
     integer, intent(in) :: comm
     integer, intent(in), optional :: method, role, width, n_core
     character(len=*), intent(in), optional :: handshake_dir, fabric_provider, fabric_iface, nic_map
     integer, intent(out), optional :: status
+    integer, intent(in), optional :: batch_mode
     type(c_dds_options) :: opts
     ! The option strings must stay allocated until c_dds_create returns.
     character(kind=c_char), allocatable, target :: hs(:), fp(:), fi(:), nm(:)
@@ -512,6 +523,7 @@ contains
       if (present(role)) opts%role = int(role, c_int32_t)
       if (present(width)) opts%width = int(width, c_int32_t)
       if (present(n_core)) opts%n_core = int(n_core, c_int32_t)
+      if (present(batch_mode)) opts%batch_mode = int(batch_mode, c_int32_t)
       if (present(handshake_dir)) then
         hs = c_chars(handshake_dir)
         opts%handshake_dir = c_loc(hs)
@@ -652,6 +664,8 @@ contains
       counters%mr_miss = raw%mr_miss
       counters%read_ns = raw%read_ns
       counters%cq_ns = raw%cq_ns
+      counters%req_bytes_sent = raw%req_bytes_sent
+      counters%req_bytes_recv = raw%req_bytes_recv
     end if
     call finish(st, status)
   end subroutine dds_profile

@@ -33,6 +33,15 @@
 // Method 2 role: an extra member, which joins published variables and reads.
 #define DDS_ROLE_EXTRA 1
 
+// `dds_options.batch_mode`: `DDSTORE_BATCH_MODE` decides (default collective).
+#define DDS_BATCH_ENV -1
+
+// `dds_options.batch_mode`: method-0 batches are collective (DDStore 3.0).
+#define DDS_BATCH_COLLECTIVE 0
+
+// `dds_options.batch_mode`: method-0 batches are one-sided and thread-safe.
+#define DDS_BATCH_ONESIDED 1
+
 // `dds_fail_collective`: the call is `dds_add` or `dds_init`.
 #define DDS_CALL_ADD 1
 
@@ -162,6 +171,13 @@ typedef struct dds_options {
   // -1 (default: `DDSTORE_GPU_STAGING` decides), 1 to stage device
   // buffers through pinned host memory, 0 to refuse them with DDS_ERR_GPU.
   int32_t gpu_staging;
+  // Method 0 `dds_get_batch`: `DDS_BATCH_ENV` (default: `DDSTORE_BATCH_MODE`
+  // decides, else collective), `DDS_BATCH_COLLECTIVE` (DDStore 3.0: every
+  // rank calls, the same number of times, from one thread) or
+  // `DDS_BATCH_ONESIDED` (pipelined passive-target gets: no matching calls,
+  // thread-safe). Must be the same on every rank. Methods 1 and 2 are
+  // always one-sided. (Added in 0.3; older callers get the default.)
+  int32_t batch_mode;
 } dds_options;
 
 // Description of one variable, filled by `dds_info`.
@@ -224,6 +240,13 @@ typedef struct dds_counters {
   uint64_t read_ns;
   // Time waiting for completions.
   uint64_t cq_ns;
+  // Method-0 collective batches: bytes of requests (per-peer counts and
+  // row indices) this rank sent to other ranks. (Added in 0.3; older
+  // callers pass a smaller `struct_size` and do not receive it.)
+  uint64_t req_bytes_sent;
+  // Method-0 collective batches: bytes of requests this rank received
+  // from other ranks (what it was asked for, and the counts).
+  uint64_t req_bytes_recv;
 } dds_counters;
 
 #ifdef __cplusplus
@@ -245,7 +268,7 @@ const char *dds_last_error(void);
 
 // Fills `options` with the defaults: method 0, role core, width 0 (all
 // ranks), n_core 0, every string NULL (read from the environment), gpu and
-// gpu_staging -1 (from the environment), and sets `struct_size`. Local; needs no MPI.
+// gpu_staging -1 (from the environment), batch_mode `DDS_BATCH_ENV`, and sets `struct_size`. Local; needs no MPI.
 //
 // Errors: DDS_ERR_INVALID_ARGUMENT if `options` is NULL.
 enum dds_status dds_options_init(struct dds_options *options);

@@ -14,8 +14,10 @@
 //  * every failure throws ddstore::Error, which carries the dds_status and
 //    the library's message;
 //  * collective calls (constructor, destroy, add, init, epoch_begin/end and,
-//    with method 0, get_batch) must be made by every rank of the store; they
-//    fail, and throw, on every rank together.
+//    with method 0 in the collective batch mode, get_batch) must be made by
+//    every rank of the store; they fail, and throw, on every rank together.
+//    With Options::batch_mode = DDS_BATCH_ONESIDED (or methods 1 and 2)
+//    get_batch is one-sided and thread-safe; errors stay on their rank.
 //
 // Store owns its handle and is move-only; its destructor calls dds_destroy,
 // which is collective for method 0, so let every rank's Store go out of
@@ -66,6 +68,10 @@ struct Options {
   std::optional<std::string> nic_map;
   int32_t gpu = DDS_GPU_ENV;  // DDS_GPU_ENV (DDSTORE_GPU), _OFF, _AUTO or _REQUIRE
   int32_t gpu_staging = -1;   // -1: DDSTORE_GPU_STAGING; 0 refuse device buffers; 1 stage them
+  // Method 0 get_batch: DDS_BATCH_ENV (DDSTORE_BATCH_MODE, default collective),
+  // DDS_BATCH_COLLECTIVE (every rank calls) or DDS_BATCH_ONESIDED (no matching
+  // calls, thread-safe). The same on every rank.
+  int32_t batch_mode = DDS_BATCH_ENV;
 };
 
 // What Store::info returns about a variable.
@@ -165,6 +171,7 @@ class Store {
     if (options.nic_map) o.nic_map = options.nic_map->c_str();
     o.gpu = options.gpu;
     o.gpu_staging = options.gpu_staging;
+    o.batch_mode = options.batch_mode;
     detail::check(dds_create_comm(comm, &o, &h_));
   }
 
@@ -443,7 +450,7 @@ class Store {
 
   // get_batch for every overload. `dst` is either a T* holding `dst_len`
   // items (-1: as many as the batch needs), or a std::vector<T> to resize.
-  // Method 0 batches are collective, so a rank whose own arguments are wrong
+  // Collective batches (method 0's default mode), so a rank whose own arguments are wrong
   // (unknown name, wrong T) fails the call on every rank together
   // (dds_fail_collective) and throws its own, more precise, error.
   template <class T, class Dst>

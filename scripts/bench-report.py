@@ -23,6 +23,7 @@ TARGET = 1.25  # store / floor
 NOISE_LIMIT = 0.10  # replaced by the run's --max-noise
 GROUP_NOTE = {
     "mpi": "method 0, node-local reads off: remote rows over MPI; floors timed interleaved with it",
+    "mpi onesided": "method 0 in the one-sided batch mode (pipelined MPI_Get), node-local reads off",
     "mpi+local": "method 0, node-local reads on (the default): rows of this node copied from shared memory",
     "fabric:shm": "method 1, libfabric shm provider, node-local reads off",
     "fabric:tcp": "method 1, libfabric tcp;ofi_rxm on lo, node-local reads off",
@@ -68,6 +69,12 @@ def merge(runs):
             if r.get("type") == "memory":
                 mem[(r["mode"], r.get("node_local"), r["rank"])] = r
     out += list(mem.values())
+    req = {}
+    for recs in runs:
+        for r in recs:
+            if r.get("type") == "reqbytes":
+                req[(r["group"], r["row_bytes"])] = r
+    out += list(req.values())
     ends = [r for recs in runs for r in recs if r.get("type") == "end"]
     if ends:
         end = dict(ends[0])
@@ -160,6 +167,7 @@ class Results:
         self.end = next((r for r in recs if r.get("type") == "end"), {})
         self.skips = [r for r in recs if r.get("type") == "skip"]
         self.meas = [r for r in recs if r.get("type") == "measure"]
+        self.reqbytes = [r for r in recs if r.get("type") == "reqbytes"]
         self.mem = [r for r in recs if r.get("type") == "memory"]
         self.sizes = sorted({m["row_bytes"] for m in self.meas})
         self.methods = []
@@ -404,6 +412,15 @@ def markdown(R, perf_md, spread=None):
         L += [f"### {size_name(rb)} rows ({rb} bytes)", ""]
         for grp in R.methods:
             L += [f"**{grp}** ({GROUP_NOTE.get(grp, '')}):", ""] + row_table(R, rb, grp) + [""]
+    L += ["## Request bytes of method-0 batches", "",
+          f"Bytes of requests (per-peer counts and row indices) per rank per `dds_get_batch` of {BATCH} rows, "
+          "from `dds_counters.req_bytes_sent` / `req_bytes_recv` (rank 0; the one-sided mode sends none). "
+          "See performance.md for the model at larger rank counts.", "",
+          "| group | row size | ranks | sent per batch | received per batch |", "|---|---|---|---|---|"]
+    for r in R.reqbytes:
+        L.append(f"| {r['group']} | {size_name(r['row_bytes'])} | {r['ranks']} | {r['sent_per_batch']:.0f} B | "
+                 f"{r['recv_per_batch']:.0f} B |")
+    L += [""]
     L += ["## Reader threads (method 1)", "",
           "Each rank reads with 1, 2 or 4 threads at once, each thread with its own reused destination and its own "
           "random rows; the figure is the repeat's wall time divided by the rows of all threads (so a lower figure "

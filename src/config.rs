@@ -4,7 +4,7 @@
 //! stores) and validated: a malformed value is an error naming the variable,
 //! never a silent default.
 
-use crate::backend::rma::Exchange;
+use crate::backend::rma::{BatchMode, Exchange};
 use crate::error::{bail, Result};
 
 /// Default of `DDSTORE_ALLTOALL_MAX_BYTES`: bytes a rank receives per round of
@@ -42,6 +42,9 @@ pub struct Config {
     /// `DDSTORE_BATCH_EXCHANGE`: how method-0 batches move rows
     /// (`auto`, `alltoallv` or `sendrecv`).
     pub batch_exchange: Exchange,
+    /// `DDSTORE_BATCH_MODE`: method-0 `dds_get_batch` is `collective`
+    /// (default) or `onesided` (`dds_options.batch_mode` overrides it).
+    pub batch_mode: BatchMode,
     /// `DDSTORE_MAX_READ_BYTES`: longest single RDMA read; longer rows are split.
     pub max_read_bytes: u64,
     /// `DDSTORE_READ_TIMEOUT_S`: bound on waiting for one read to complete.
@@ -102,6 +105,11 @@ impl Config {
                 Some(v) => {
                     bail!(InvalidArgument, "DDSTORE_BATCH_EXCHANGE={v:?} is not one of auto, alltoallv, sendrecv")
                 }
+            },
+            batch_mode: match text("DDSTORE_BATCH_MODE").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+                None | Some("collective") => BatchMode::Collective,
+                Some("onesided") | Some("one-sided") => BatchMode::Onesided,
+                Some(v) => bail!(InvalidArgument, "DDSTORE_BATCH_MODE={v:?} is not one of collective, onesided"),
             },
             max_read_bytes: bytes_in(
                 "DDSTORE_MAX_READ_BYTES",
@@ -239,8 +247,12 @@ mod tests {
             ("DDSTORE_READ_TIMEOUT_S", "2.5"),
             ("DDSTORE_FABRIC", "hsn"),
             ("DDSTORE_BATCH_EXCHANGE", " SendRecv"),
+            ("DDSTORE_BATCH_MODE", "OneSided "),
         ])
         .unwrap();
+        assert_eq!(c.batch_mode, BatchMode::Onesided);
+        assert_eq!(parse(&[]).unwrap().batch_mode, BatchMode::Collective);
+        assert_eq!(parse(&[("DDSTORE_BATCH_MODE", "collective")]).unwrap().batch_mode, BatchMode::Collective);
         assert_eq!(c.alltoall_max_bytes, 4096);
         assert_eq!(c.batch_exchange, Exchange::SendRecv);
         assert!(c.profile);
@@ -260,6 +272,7 @@ mod tests {
             ("DDSTORE_PROGRESS_SLEEP_US", "0"),
             ("DDSTORE_PROGRESS_SLEEP_US", "2000000"),
             ("DDSTORE_BATCH_EXCHANGE", "p2p"),
+            ("DDSTORE_BATCH_MODE", "async"),
             ("DDSTORE_GPU", "sometimes"),
             ("DDSTORE_GPU_STAGING", "2"),
             ("DDSTORE_GPU_STAGING_BYTES", "0"),

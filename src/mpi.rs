@@ -334,6 +334,26 @@ impl Comm {
         )
     }
 
+    /// `MPI_Alltoall` of one C int per peer.
+    pub fn alltoall_int(&self, send: &[c_int], recv: &mut [c_int]) -> Result<()> {
+        debug_assert!(send.len() == self.size && recv.len() == self.size);
+        // SAFETY: both buffers hold one int per rank.
+        check(
+            unsafe {
+                ffi::MPI_Alltoall(
+                    send.as_ptr().cast(),
+                    1,
+                    ffi::RSMPI_INT32_T,
+                    recv.as_mut_ptr().cast(),
+                    1,
+                    ffi::RSMPI_INT32_T,
+                    self.raw,
+                )
+            },
+            "MPI_Alltoall",
+        )
+    }
+
     /// Starts receiving one `dtype` item from `from` into `buf` (tag 0).
     pub fn irecv(&self, buf: *mut u8, dtype: &Datatype, from: usize) -> Result<ffi::MPI_Request> {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
@@ -573,6 +593,23 @@ impl Window {
     /// Reads `len` bytes at byte offset `offset` of `target`'s window into `dst`,
     /// split into calls of at most 1 GiB, and waits for them.
     pub fn get(&self, dst: *mut u8, len: usize, target: usize, offset: u64) -> Result<()> {
+        let started = self.get_start(dst, len, target, offset);
+        // Flushed even when a piece failed to start: nothing may land later.
+        let flushed = self.flush(target);
+        started.and(flushed)
+    }
+
+    /// Completes every get this process started on `target` (in this
+    /// window): their bytes have landed when it returns.
+    pub fn flush(&self, target: usize) -> Result<()> {
+        // SAFETY: flushing the epoch opened by lock_all.
+        check(unsafe { ffi::MPI_Win_flush(target as c_int, self.raw) }, "MPI_Win_flush")
+    }
+
+    /// Starts reading `len` bytes at byte offset `offset` of `target`'s
+    /// window into `dst` (calls of at most 1 GiB); `flush(target)` completes
+    /// them. `dst` must stay valid and untouched until then.
+    pub fn get_start(&self, dst: *mut u8, len: usize, target: usize, offset: u64) -> Result<()> {
         let byte = unsafe { ffi::RSMPI_UINT8_T };
         let mut done = 0usize;
         while done < len {
@@ -581,7 +618,7 @@ impl Window {
             check(
                 unsafe {
                     ffi::MPI_Get(
-                        dst.add(done).cast(),
+                        dst.wrapping_add(done).cast(),
                         n as c_int,
                         byte,
                         target as c_int,
@@ -595,8 +632,7 @@ impl Window {
             )?;
             done += n;
         }
-        // SAFETY: flushing the epoch opened by lock_all.
-        check(unsafe { ffi::MPI_Win_flush(target as c_int, self.raw) }, "MPI_Win_flush")
+        Ok(())
     }
 
     /// Synchronises the public and private copies of the local window memory.

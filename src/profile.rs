@@ -15,6 +15,10 @@ pub struct Counters {
     pub mr_miss: AtomicU64,
     pub read_ns: AtomicU64,
     pub cq_ns: AtomicU64,
+    /// Method-0 collective batches: bytes of requests (counts and indices)
+    /// this rank sent to, and received from, other ranks.
+    pub req_bytes_sent: AtomicU64,
+    pub req_bytes_recv: AtomicU64,
 }
 
 /// A plain copy of the counters.
@@ -30,6 +34,8 @@ pub struct Snapshot {
     pub mr_miss: u64,
     pub read_ns: u64,
     pub cq_ns: u64,
+    pub req_bytes_sent: u64,
+    pub req_bytes_recv: u64,
 }
 
 impl Counters {
@@ -44,6 +50,13 @@ impl Counters {
         if local != 0 {
             self.rows_local.fetch_add(local, Relaxed);
         }
+    }
+
+    /// Records the request traffic of one collective batch.
+    #[inline]
+    pub fn requests(&self, sent: u64, recv: u64) {
+        self.req_bytes_sent.fetch_add(sent, Relaxed);
+        self.req_bytes_recv.fetch_add(recv, Relaxed);
     }
 
     /// The counters of a variable whose rows are `row_bytes` long.
@@ -63,6 +76,8 @@ impl Counters {
             mr_miss: self.mr_miss.load(Relaxed),
             read_ns: self.read_ns.load(Relaxed),
             cq_ns: self.cq_ns.load(Relaxed),
+            req_bytes_sent: self.req_bytes_sent.load(Relaxed),
+            req_bytes_recv: self.req_bytes_recv.load(Relaxed),
         }
     }
 }

@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
-use crate::backend::rma::{self, RmaVar, Scratch, Source};
+use crate::backend::rma::{self, BatchMode, GetOp, RmaVar, Scratch, Source};
 use crate::config::Config;
 use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
@@ -68,6 +68,8 @@ pub struct Options {
     pub gpu: i32,
     /// `dds_options.gpu_staging` (-1: `DDSTORE_GPU_STAGING`).
     pub gpu_staging: i32,
+    /// `dds_options.batch_mode` (None: `DDSTORE_BATCH_MODE`).
+    pub batch_mode: Option<BatchMode>,
 }
 
 /// The collective calls a binding can fail on one rank
@@ -115,9 +117,11 @@ pub struct Store {
     cfg: Config,
     vars: RwLock<BTreeMap<String, Variable>>,
     epoch_open: Mutex<bool>,
-    /// Method-0 batched reads run one at a time (they are collective) and
-    /// reuse this staging memory.
+    /// Method-0 collective batches run one at a time (they are collective)
+    /// and reuse this staging memory.
     exchange: Mutex<Scratch>,
+    /// Method 0: how `dds_get_batch` runs (the same on every rank).
+    batch_mode: BatchMode,
     /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
     mpi_lock: Option<Mutex<()>>,
     /// Method 1: the store's fabric, domain and endpoints.
@@ -163,7 +167,9 @@ impl Store {
             if !(0..=1).contains(&o.role) {
                 bail!(InvalidArgument, "role {} is not 0 (core) or 1 (extra)", o.role);
             }
-            let cfg = Config::from_env()?;
+            let mut cfg = Config::from_env()?;
+            // The option overrides DDSTORE_BATCH_MODE.
+            cfg.batch_mode = o.batch_mode.unwrap_or(cfg.batch_mode);
             let gpu = GpuSettings::resolve(&o, &cfg)?;
             if method != Method::Mpi {
                 check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
@@ -184,12 +190,12 @@ impl Store {
 
         // Settings that must be identical everywhere.
         let cap = cfg.alltoall_max_bytes as i64;
-        let mut hi = [width, cap, method.code() as i64, cfg.batch_exchange as i64];
+        let mut hi = [width, cap, method.code() as i64, cfg.batch_exchange as i64, cfg.batch_mode as i64];
         let mut lo = hi;
         world.allreduce_max(&mut hi)?;
         world.allreduce_min(&mut lo)?;
-        for (i, what) in ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method", "DDSTORE_BATCH_EXCHANGE"].iter().enumerate()
-        {
+        let names = ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method", "DDSTORE_BATCH_EXCHANGE", "batch mode"];
+        for (i, what) in names.iter().enumerate() {
             if hi[i] != lo[i] {
                 bail!(
                     InvalidArgument,
@@ -212,6 +218,7 @@ impl Store {
             _ => None,
         };
         Ok(Store {
+            batch_mode: cfg.batch_mode,
             comm,
             method,
             cfg,
@@ -228,6 +235,12 @@ impl Store {
 
     pub fn method(&self) -> Method {
         self.method
+    }
+
+    /// True when `dds_get_batch` needs no matching calls on other ranks:
+    /// methods 1 and 2, and method 0 in the one-sided batch mode.
+    pub fn batch_is_onesided(&self) -> bool {
+        self.method != Method::Mpi || self.batch_mode == BatchMode::Onesided
     }
 
     pub fn rank(&self) -> usize {
@@ -450,7 +463,8 @@ impl Store {
     }
 
     /// Reads arbitrary rows; row i of `dst` receives global row `indices[i]`.
-    /// Collective for method 0, one-sided for method 1. `indices` carries
+    /// Collective for method 0 (unless its batch mode is one-sided),
+    /// one-sided for methods 1 and 2. `indices` carries
     /// this rank's argument check.
     pub fn get_batch(&self, name: &str, dst: *mut u8, dst_bytes: usize, indices: Result<&[i64]>) -> Result<()> {
         self.get_batch_tallied(name, dst, dst_bytes, indices, None)
@@ -469,10 +483,13 @@ impl Store {
         self.check_running()?;
         let vars = self.vars.read();
         let var = vars.get(name);
-        if self.method != Method::Mpi {
+        if self.batch_is_onesided() {
             let idx = indices?;
             let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
-            return self.batch_onesided(v, dst, dst_bytes, idx, tally);
+            return match &v.transport {
+                Transport::Rma(r) => self.batch_onesided_rma(v, r, dst, dst_bytes, idx, tally),
+                Transport::Fabric(_) => self.batch_onesided(v, dst, dst_bytes, idx, tally),
+            };
         }
         let local = indices.and_then(|idx| match var {
             None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
@@ -528,21 +545,79 @@ impl Store {
         Ok(())
     }
 
-    /// Method 0: the all-gather of requests and the rounds of all-to-all.
+    /// Method 0, one-sided batch mode: every index is checked, node-local
+    /// rows are copied, and the others are read with pipelined
+    /// passive-target gets (adjacent rows merged). Needs no other rank.
+    fn batch_onesided_rma(
+        &self,
+        v: &Variable,
+        r: &RmaVar,
+        dst: *mut u8,
+        dst_bytes: usize,
+        idx: &[i64],
+        tally: Option<&Tally>,
+    ) -> Result<()> {
+        v.check_dst("destination", dst_bytes, idx.len() as i64)?;
+        v.check_indices(idx, "the")?;
+        if idx.is_empty() {
+            return Ok(());
+        }
+        let mut t = Timer::start(self.cfg.profile);
+        let rb = v.row_bytes as usize;
+        let mut local_rows = 0u64;
+        let mut ops: Vec<GetOp> = Vec::new();
+        for (i, &g) in idx.iter().enumerate() {
+            let (owner, local) = v.layout.owner(g);
+            // SAFETY: dst holds idx.len() rows (checked above).
+            let at = unsafe { dst.add(i * rb) };
+            if let Some(base) = v.near.src(owner) {
+                // SAFETY: the row lies inside the owner's shard.
+                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), at, rb) };
+                local_rows += 1;
+            } else {
+                let offset = local as u64 * v.row_bytes;
+                if !ops.last_mut().is_some_and(|last| last.extend(owner, offset, at, rb)) {
+                    ops.push(GetOp { owner, offset, dst: at, len: rb });
+                }
+            }
+        }
+        if !ops.is_empty() {
+            let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+            let mut touched = Vec::new();
+            r.read_batch(&ops, &mut touched)?;
+        }
+        t.lap(&v.counters.read_ns);
+        Tally::record(tally, v, idx.len() as u64, local_rows);
+        Ok(())
+    }
+
+    /// Method 0, collective batch mode: the sparse exchange of requests and
+    /// the rounds of rows (backend::rma).
     fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
         // One all-reduce settles, in this order: argument errors (the lowest
         // failing rank's message wins), whether every rank names the same
-        // variable (min of the fingerprint and of its complement), and
-        // indices out of range. Every rank sees the same outcome.
+        // variable (min of the fingerprint and of its complement), indices
+        // out of range, and the number of rounds (max over ranks, as a min
+        // of negatives). Every rank sees the same outcome.
         let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
         let fp = fingerprint(name);
         let range = match &local {
             Ok((v, idx)) => v.check_indices(idx, "its").err(),
             Err(_) => None,
         };
-        let mut flags = [if local.is_err() { me } else { p }, fp, !fp, if range.is_some() { me } else { p }];
+        let cap = self.cfg.alltoall_max_bytes;
+        // Local work only: the destination is untouched until all agree.
+        let plan = match (&local, &range) {
+            (Ok((v, idx)), None) => {
+                let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
+                rma::plan(&src, cap, p as usize, idx, &mut scratch)
+            }
+            _ => rma::Plan::default(),
+        };
+        let mut flags =
+            [if local.is_err() { me } else { p }, fp, !fp, if range.is_some() { me } else { p }, -plan.rounds];
         self.comm.allreduce_min(&mut flags)?;
         if flags[0] < p {
             agree(&self.comm, local)?;
@@ -556,25 +631,21 @@ impl Store {
             agree(&self.comm, range.map_or(Ok(()), Err))?;
             bail!(Internal, "dds_get_batch: ranks disagree on the outcome of the index check");
         }
+        let rounds = -flags[4];
         let mut t = Timer::start(self.cfg.profile);
-        let direct = if v.near.all_direct() {
-            // Every owner is on this node: no rank needs the exchange.
-            let rb = v.row_bytes as usize;
-            for (i, &g) in idx.iter().enumerate() {
-                let (owner, local) = v.layout.owner(g);
-                let base = v.near.src(owner).expect("all owners are direct");
-                // SAFETY: the row lies inside the owner's shard; dst holds idx.len() rows.
-                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), dst.add(i * rb), rb) };
-            }
-            idx.len() as u64
-        } else {
-            let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
-            let (cap, mode) = (self.cfg.alltoall_max_bytes, self.cfg.batch_exchange);
-            rma::exchange(&self.comm, &src, cap, mode, idx, dst, &mut scratch)?
-        };
+        let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
+        // SAFETY: dst holds idx.len() rows (checked); scratch is this batch's plan.
+        unsafe { rma::copy_direct(&src, dst, &scratch) };
+        // Rounds are agreed: a rank with nothing to read still serves.
+        if rounds > 0 {
+            // SAFETY: as above.
+            let req =
+                unsafe { rma::exchange(&self.comm, &src, cap, self.cfg.batch_exchange, rounds, dst, &mut scratch)? };
+            v.counters.requests(req.sent, req.recv);
+        }
         t.lap(&v.counters.read_ns);
         if !idx.is_empty() {
-            v.counters.read_call(idx.len() as u64, direct);
+            v.counters.read_call(idx.len() as u64, plan.direct);
         }
         Ok(())
     }
@@ -672,8 +743,9 @@ impl Store {
 
     /// Collective: takes part in `call` as the other ranks do, contributing
     /// `failure`, so every rank fails together with the lowest failing
-    /// rank's status and message (`dds_fail_collective`). Methods 1 and 2
-    /// batches are not collective: the failure is only returned here.
+    /// rank's status and message (`dds_fail_collective`). One-sided batches
+    /// (methods 1 and 2, method 0 in the one-sided batch mode) are not
+    /// collective: the failure is only returned here.
     pub fn fail_collective(&self, call: Collective, name: &str, failure: Error) -> Result<()> {
         match call {
             Collective::Register => self.register(name, Err(failure), None),

@@ -181,7 +181,7 @@ impl Store {
             Ok(rb) => rb,
             Err(e) => return self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
         };
-        if self.method != Method::Mpi {
+        if self.batch_is_onesided() {
             // One-sided: check every index first, so no chunk is copied
             // before an error further on.
             self.with_var(name, |v| v.check_indices(idx, "the"))?;

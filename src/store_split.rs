@@ -244,6 +244,7 @@ impl Store {
             seq: EXTRA_SEQ.fetch_add(1, Ordering::Relaxed),
         };
         Ok(Store {
+            batch_mode: cfg.batch_mode,
             comm,
             method: Method::Split,
             cfg,

@@ -50,11 +50,16 @@ class PyDDStore:
     """A distributed store of named 2-D variables (see docs/python.md).
 
     PyDDStore(comm_or_none=None, method=0, handshake_dir="", n_core=0,
-              nic_map=None, *, ddstore_width=0)
+              nic_map=None, *, ddstore_width=0, batch_mode=None)
+
+    ``batch_mode`` (method 0): ``"collective"`` (DDStore 3.0: every rank calls
+    get_batch the same number of times, from one thread) or ``"onesided"``
+    (no matching calls, thread-safe); None reads DDSTORE_BATCH_MODE (default
+    collective). The same on every rank.
     """
 
     def __init__(self, comm_or_none=None, method=0, handshake_dir="", n_core=0,
-                 nic_map=None, *, ddstore_width=0):
+                 nic_map=None, *, ddstore_width=0, batch_mode=None):
         self._h = None  # first, so __del__ works whatever fails below
         self._vars = {}
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
@@ -70,6 +75,19 @@ class PyDDStore:
             raise ArgumentTypeError(f"nic_map must be a str or None, got {type(nic_map).__name__}")
         if method not in (0, 1, 2):
             raise InvalidArgumentError(f"method={method} is not 0 (MPI), 1 (libfabric) or 2 (split jobs)")
+        modes = {"collective": _lib.DDS_BATCH_COLLECTIVE, "onesided": _lib.DDS_BATCH_ONESIDED,
+                 "one-sided": _lib.DDS_BATCH_ONESIDED}
+        if batch_mode is None:
+            # The library refuses a malformed value at dds_create.
+            env = os.environ.get("DDSTORE_BATCH_MODE", "").strip().lower()
+            mode_code, onesided = _lib.DDS_BATCH_ENV, modes.get(env) == _lib.DDS_BATCH_ONESIDED
+        elif isinstance(batch_mode, str) and batch_mode.strip().lower() in modes:
+            mode_code = modes[batch_mode.strip().lower()]
+            onesided = mode_code == _lib.DDS_BATCH_ONESIDED
+        elif isinstance(batch_mode, str):
+            raise InvalidArgumentError(f"batch_mode={batch_mode!r} is not 'collective' or 'onesided'")
+        else:
+            raise ArgumentTypeError(f"batch_mode must be a str or None, got {type(batch_mode).__name__}")
 
         role = _lib.DDS_ROLE_CORE
         if method == 2 and not handshake_dir:
@@ -90,6 +108,7 @@ class PyDDStore:
             comm_f = py2f()
 
         self._method = method
+        self._onesided = onesided or method != 0
         self._role = role
         # The library refuses a malformed value at dds_create; the same words.
         self._prof = _args.env_switch("DDSTORE_PROFILE", False)
@@ -112,6 +131,7 @@ class PyDDStore:
         opts = _lib.DdsOptions()
         self._check(lib.dds_options_init(ctypes.byref(opts)))
         opts.method, opts.role, opts.width, opts.n_core = method, role, width, n_core
+        opts.batch_mode = mode_code
         # dds_create copies the strings; these locals keep them alive until then.
         hs = _args.cstring(handshake_dir, "handshake_dir") if handshake_dir else None
         nm = _args.cstring(nic_map, "nic_map") if nic_map else None
@@ -150,8 +170,9 @@ class PyDDStore:
         return var
 
     def _collective(self):
-        # Method 0's get_batch is collective (add and init are for every method).
-        return self._method == 0
+        # Method 0's get_batch is collective unless its batch mode is one-sided
+        # (add and init are collective for every method).
+        return not self._onesided
 
     def _fail_collective(self, call, name, exc):
         """Takes part in collective `call` (_lib.DDS_CALL_*) as a failing rank,
@@ -289,7 +310,7 @@ class PyDDStore:
             self._py_get += _perf() - t0
 
     def get_batch(self, name, arr, indices):
-        """Row i of `arr` receives global row indices[i]. Collective for method 0."""
+        """Row i of `arr` receives global row indices[i]. Collective for method 0 in the collective batch mode."""
         t0 = _perf() if self._prof else 0.0
         h = self._h
         if h is None:
@@ -380,6 +401,8 @@ class PyDDStore:
             "mr_miss": c.mr_miss,
             "read": c.read_ns * 1e-9,
             "cq": c.cq_ns * 1e-9,
+            "req_bytes_sent": c.req_bytes_sent,
+            "req_bytes_recv": c.req_bytes_recv,
             "py_gets": self._py_gets,
             "py_get": self._py_get,
             "py_sync": self._py_sync,
@@ -388,6 +411,11 @@ class PyDDStore:
     @property
     def method(self):
         return self._method
+
+    @property
+    def batch_mode(self):
+        """'collective' or 'onesided' (methods 1 and 2 are always one-sided)."""
+        return "onesided" if self._onesided else "collective"
 
     # -- epochs and lifetime ---------------------------------------------------
 

@@ -23,6 +23,9 @@ DDS_METHOD_SPLIT = 2
 DDS_ROLE_CORE = 0
 DDS_ROLE_EXTRA = 1
 DDS_GPU_ENV = -1
+DDS_BATCH_ENV = -1
+DDS_BATCH_COLLECTIVE = 0
+DDS_BATCH_ONESIDED = 1
 DDS_GPU_OFF = 0
 DDS_GPU_AUTO = 1
 DDS_GPU_REQUIRE = 2
@@ -57,6 +60,7 @@ class DdsOptions(ctypes.Structure):
         ("nic_map", ctypes.c_char_p),
         ("gpu", ctypes.c_int32),
         ("gpu_staging", ctypes.c_int32),
+        ("batch_mode", ctypes.c_int32),
     ]
 
 
@@ -91,6 +95,8 @@ class DdsCounters(ctypes.Structure):
         ("mr_miss", ctypes.c_uint64),
         ("read_ns", ctypes.c_uint64),
         ("cq_ns", ctypes.c_uint64),
+        ("req_bytes_sent", ctypes.c_uint64),
+        ("req_bytes_recv", ctypes.c_uint64),
     ]
 
 

@@ -357,7 +357,7 @@ class _StoredDataset(Dataset):
         other ranks' read fails too, naming this rank and `exc`, instead of
         waiting for this rank."""
         store = self.ddstore
-        if store is None or getattr(store, "method", None) != 0 or not self._fields:
+        if store is None or getattr(store, "batch_mode", "onesided") != "collective" or not self._fields:
             return
         from ._lib import DDS_CALL_GET_BATCH
         try:
@@ -490,7 +490,15 @@ class DistDataset(_StoredDataset):
 
     DistDataset(source, name, comm=None, ddstore_width=None, device=None,
                 add_device=None, method=None, handshake_dir=None,
-                chunk_size=None, encode=None, decode=None, fields=None)
+                chunk_size=None, encode=None, decode=None, fields=None,
+                batch_mode=None)
+
+    ``batch_mode`` (method 0): None (default) means ``"onesided"`` unless
+    DDSTORE_BATCH_MODE is set: samplers, uneven last batches and loader
+    threads read on each rank independently, which one-sided batches allow
+    (so ThreadDataLoader may use several threads). ``"collective"`` keeps
+    DDStore 3.0's collective batches (every rank reads the same number of
+    batches, from one thread).
 
     Every rank stores a contiguous, balanced share of ``len(source)`` samples,
     one store variable ``"{name}/{key}"`` per sample field; any rank reads any
@@ -499,8 +507,11 @@ class DistDataset(_StoredDataset):
 
     def __init__(self, source, name, comm=None, ddstore_width=None, device=None,
                  add_device=None, method=None, handshake_dir=None, chunk_size=None,
-                 encode=None, decode=None, fields=None):
+                 encode=None, decode=None, fields=None, batch_mode=None):
         self.ddstore = None
+        if batch_mode is None and not os.environ.get("DDSTORE_BATCH_MODE", "").strip():
+            batch_mode = "onesided"
+        self.batch_mode = batch_mode
         if fields is not None and encode is not None:
             raise ValueError("pass either fields or encode, not both")
         if fields is not None:
@@ -586,7 +597,8 @@ class DistDataset(_StoredDataset):
             _agree(comm, None, err)
         else:
             self.handshake_dir = None
-            self.ddstore = pyddstore.PyDDStore(self.ddstore_comm, method=self.method)
+            self.ddstore = pyddstore.PyDDStore(self.ddstore_comm, method=self.method,
+                                               batch_mode=self.batch_mode if self.method == 0 else None)
         if chunk_size is None:
             self._load_whole(source, first, on_device)
         else:
@@ -922,11 +934,13 @@ class ThreadDataLoader(DataLoader):
         self.collate_copies = bool(collate_copies)
         threads = self.num_workers or 1
         store = getattr(dataset, "ddstore", None)
-        if threads > 1 and getattr(store, "method", None) == 0:
+        if threads > 1 and getattr(store, "method", None) == 0 and \
+                getattr(store, "batch_mode", "collective") == "collective":
             raise InvalidArgumentError(
-                f"ThreadDataLoader: num_workers={self.num_workers} over a method-0 dataset: its batched "
-                "reads are collective (one calling thread per rank); use num_workers=1 (or 0) with "
-                "method 0, or method 1 for several loader threads")
+                f"ThreadDataLoader: num_workers={self.num_workers} over a method-0 dataset in the collective "
+                "batch mode: its batched reads are collective (one calling thread per rank); use the "
+                "one-sided mode (DistDataset's default, batch_mode='onesided'), num_workers=1 (or 0), "
+                "or method 1")
         if self.reuse_buffers:
             if not callable(getattr(dataset, "alloc", None)):
                 raise TypeError("reuse_buffers needs a dataset with alloc() and __getitems__(indices, out=) "

@@ -16,7 +16,8 @@ import pyddstore as dds
 from pyddstore import _lib
 from helpers import RankChecks, METHODS, make_store, shards
 
-PROFILE_KEYS = {"calls", "rows", "lock_wait", "mr", "mr_miss", "read", "cq", "py_gets", "py_get", "py_sync"}
+PROFILE_KEYS = {"calls", "rows", "lock_wait", "mr", "mr_miss", "read", "cq", "py_gets", "py_get", "py_sync",
+                "req_bytes_sent", "req_bytes_recv"}
 
 
 def test_import_does_not_start_mpi():

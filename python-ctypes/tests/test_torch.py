@@ -522,9 +522,11 @@ def test_chunked_loading_memory(comm, method):
 def test_method0_local_errors_fail_every_rank(comm):
     """A rank whose batched read fails before reaching the store (bad out=,
     unknown field, bad window) takes part in the collective with an invalid
-    request: the others' read fails too, instead of waiting forever."""
+    request: the others' read fails too, instead of waiting forever. (The
+    collective batch mode: DistDataset's default is one-sided, where each
+    rank's errors are its own.)"""
     src = DictSource()
-    ds = make(comm, src, 0)
+    ds = make(comm, src, 0, batch_mode="collective")
     wd = WindowedDataset(ds, 2)
     c = Checks()
     bufs = ds.alloc(4)

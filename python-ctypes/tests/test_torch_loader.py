@@ -255,19 +255,35 @@ def test_thread_loader_samplers(comm, workers):
     assert agree(comm, c.ok), c.errors
 
 
-def test_thread_loader_refuses_threads_over_method_0(comm):
-    """Method 0's batched reads are collective: several loader threads would
-    call the collective concurrently (unsafe, or a hang). Refused up front."""
+def test_thread_loader_threads_over_method_0(comm):
+    """Method 0 in the one-sided batch mode (DistDataset's default) serves
+    several loader threads: every batch is read and matches a plain
+    DataLoader's, on ranks that read different numbers of batches. In the
+    collective mode several threads would call the collective concurrently:
+    refused up front."""
     import pyddstore
     from helpers import METHODS
     from pyddstore.torch import DistDataset
     if 0 not in METHODS:
         pytest.skip("the library does not serve method 0")
-    ds = DistDataset(TupleSource(), "loader-m0", comm=comm, method=0)
     c = Checks()
+    ds = DistDataset(TupleSource(), "loader-m0", comm=comm, method=0)
+    c.true(ds.ddstore.batch_mode == "onesided", f"batch mode {ds.ddstore.batch_mode}")
+    # Rank r reads only the first len - r samples: different batch counts.
+    part = list(range(len(ds) - comm.Get_rank()))
+    loader = ThreadDataLoader(ds, batch_size=4, num_workers=4, sampler=part)
+    c.same(list(loader), list(DataLoader(ds, batch_size=4, sampler=part)), "4 threads over method 0")
+    loader.close()
+    prof = ds.ddstore.get_profile(ds._fields[0].var)
+    c.true(prof["req_bytes_sent"] == 0 and prof["req_bytes_recv"] == 0, f"one-sided request bytes {prof}")
+    comm.Barrier()
+    ds.ddstore.free()
+
+    ds = DistDataset(TupleSource(), "loader-m0c", comm=comm, method=0, batch_mode="collective")
+    c.true(ds.ddstore.batch_mode == "collective", f"batch mode {ds.ddstore.batch_mode}")
     e = c.raises(pyddstore.InvalidArgumentError, lambda: ThreadDataLoader(ds, batch_size=4, num_workers=2),
-                 "num_workers=2 over method 0", match="num_workers=2")
-    c.true(e is not None and "method-0" in str(e), f"message {e} does not name method 0")
+                 "num_workers=2 over method 0, collective", match="num_workers=2")
+    c.true(e is not None and "collective" in str(e), f"message {e} does not name the collective mode")
     one = ThreadDataLoader(ds, batch_size=4, num_workers=1)  # one thread is fine, and reads
     c.true(len(list(one)) == (len(ds) + 3) // 4, "batches with one thread")
     one.close()

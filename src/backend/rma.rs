@@ -1,23 +1,38 @@
-//! Method 0: MPI one-sided reads and the collective batched exchange.
+//! Method 0: MPI one-sided reads, the sparse collective batch exchange, and
+//! the one-sided (pipelined-get) batch.
 //!
 //! Single reads (`dds_get`) are passive-target gets on the variable's window.
-//! Batched reads follow DDStore 3.0 (after MDLoader): every rank learns every
-//! rank's request list, then rows move in rounds that bound what a rank
-//! receives per round (`DDSTORE_ALLTOALL_MAX_BYTES`). Refinements over
-//! DDStore:
+//!
+//! Collective batches keep DDStore 3.0's semantics (every rank calls, rows
+//! move in rounds that bound what a rank receives per round,
+//! `DDSTORE_ALLTOALL_MAX_BYTES`) but not its request exchange: DDStore
+//! all-gathers every rank's whole request list, O(P·B) bytes and index scans
+//! per rank. Here a rank sends each owner only the indices that owner holds:
+//! per round one `MPI_Alltoall` of counts (O(P) ints), one `MPI_Alltoallv`
+//! of the indices (O(B) in and out, plus what is asked of it), then the rows;
+//! the number of rounds is agreed inside the batch's argument all-reduce
+//! (`Store::batch_collective`), so it costs no extra collective.
+//! docs/performance.md explains the choice over NBX and neighbourhood
+//! collectives. Refinements over DDStore that stay:
 //! - rows owned by the rank itself or by a rank of the same node (node-local
-//!   reads, see `backend::local`) are copied directly; they are left out of
-//!   the gathered lists, so they neither travel nor count against the cap;
+//!   reads, see `backend::local`) are copied directly; they never travel
+//!   and do not count against the cap;
 //! - large rows travel as one message each, from the owner's shard straight
 //!   into the destination (`Exchange::SendRecv`), instead of being packed
 //!   and reordered around an `MPI_Alltoallv`;
-//! - with `MPI_Alltoallv`, a list ordered by owner lands in place.
+//! - with `MPI_Alltoallv`, a list already grouped by owner lands in place.
+//!
+//! One-sided batches (`DDSTORE_BATCH_MODE=onesided`) need no other rank:
+//! every travelling row is a passive-target `MPI_Get` inside the window's
+//! permanent `lock_all` epoch, adjacent rows merged into one get, at most
+//! `MAX_GETS_IN_FLIGHT` gets outstanding before a flush of the targets
+//! they touched.
 
 use std::os::raw::c_int;
 
 use crate::backend::local::Near;
-use crate::error::Result;
-use crate::layout::{n_rounds, round_slice, rows_per_round, Layout};
+use crate::error::{bail, Result};
+use crate::layout::{round_slice, rows_per_round, Layout};
 use crate::mpi::{exclusive_prefix, Comm, Datatype, Window};
 use crate::shard::Shard;
 
@@ -25,6 +40,35 @@ use crate::shard::Shard;
 pub struct RmaVar {
     win: Window,
 }
+
+/// One get of a one-sided batch: `len` bytes at byte `offset` of `owner`'s
+/// shard into `dst`.
+#[derive(Clone, Copy, Debug)]
+pub struct GetOp {
+    pub owner: usize,
+    pub offset: u64,
+    pub dst: *mut u8,
+    pub len: usize,
+}
+
+impl GetOp {
+    /// Grows this get by `len` bytes when the next row continues it both at
+    /// the owner and in the destination (a sorted run).
+    #[inline]
+    pub fn extend(&mut self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> bool {
+        let next = self.len as u64;
+        if owner == self.owner && offset == self.offset + next && dst == self.dst.wrapping_add(self.len) {
+            self.len += len;
+            return true;
+        }
+        false
+    }
+}
+
+/// Gets posted before the targets they touched are flushed: bounds what
+/// the MPI library has to track for one batch, while keeping the pipeline
+/// deep enough that a batch of 128 small rows is one flush.
+pub const MAX_GETS_IN_FLIGHT: usize = 256;
 
 impl RmaVar {
     /// Collective: exposes `shard` to the ranks of `comm`.
@@ -35,6 +79,38 @@ impl RmaVar {
     /// Reads `len` bytes at `offset` of `owner`'s shard into `dst`.
     pub fn read(&self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
         self.win.get(dst, len, owner, offset)
+    }
+
+    /// One-sided batch: posts the gets of `ops`, at most
+    /// `MAX_GETS_IN_FLIGHT` at a time, each group followed by one
+    /// `MPI_Win_flush` per target it touched (not `MPI_Win_flush_all`, which
+    /// MPICH 4.0.2 ch4:ucx completes early; see docs/performance.md). After
+    /// an error the gets already posted are still flushed, so none lands in
+    /// the destination after this returns. `touched` is scratch.
+    pub fn read_batch(&self, ops: &[GetOp], touched: &mut Vec<usize>) -> Result<()> {
+        for group in ops.chunks(MAX_GETS_IN_FLIGHT) {
+            touched.clear();
+            let mut posted = Ok(());
+            for op in group {
+                if let Err(e) = self.win.get_start(op.dst, op.len, op.owner, op.offset) {
+                    posted = Err(e);
+                    break;
+                }
+                if touched.last() != Some(&op.owner) {
+                    touched.push(op.owner);
+                }
+            }
+            touched.sort_unstable();
+            touched.dedup();
+            let mut flushed = Ok(());
+            for &t in touched.iter() {
+                if let Err(e) = self.win.flush(t) {
+                    flushed = flushed.and(Err(e));
+                }
+            }
+            posted.and(flushed)?;
+        }
+        Ok(())
     }
 
     /// Makes local stores visible to remote readers (epoch boundaries).
@@ -57,10 +133,37 @@ pub enum Exchange {
     /// per round; requesters reorder when the rows arrive grouped by owner.
     Alltoallv,
     /// One message per row, straight from the owner's shard into its place
-    /// in the destination: no packing and no reordering copy. Owners post
-    /// every send at once; each requester keeps at most the cap's worth of
-    /// receives posted, which paces the transfer without global rounds.
+    /// in the destination: no packing and no reordering copy. Each round,
+    /// a requester posts the receives of its (at most the cap's worth of)
+    /// rows and owners post their sends.
     SendRecv,
+}
+
+/// How a method-0 `dds_get_batch` runs (`DDSTORE_BATCH_MODE`,
+/// `dds_options.batch_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchMode {
+    /// DDStore 3.0's semantics: every rank calls, the same number of times,
+    /// from one thread; rows move by the sparse exchange.
+    Collective,
+    /// Each call reads on its own with pipelined passive-target gets: no
+    /// matching calls, any number of threads.
+    Onesided,
+}
+
+impl BatchMode {
+    /// `dds_options.batch_mode` codes (`DDS_BATCH_*`; -1 is "from the environment").
+    pub fn from_code(code: i32) -> Result<Option<BatchMode>> {
+        match code {
+            -1 => Ok(None),
+            0 => Ok(Some(BatchMode::Collective)),
+            1 => Ok(Some(BatchMode::Onesided)),
+            _ => bail!(
+                InvalidArgument,
+                "batch_mode {code} is not -1 (DDSTORE_BATCH_MODE), 0 (collective) or 1 (one-sided)"
+            ),
+        }
+    }
 }
 
 /// From this row size up, the two extra copies of `Alltoallv` (pack, then
@@ -74,17 +177,25 @@ pub const SENDRECV_MIN_ROW_BYTES: u64 = 64 * 1024;
 pub struct Scratch {
     send: Vec<u8>,
     recv: Vec<u8>,
-    /// This rank's rows that travel, their positions in the destination,
-    /// and their owners.
+    /// Rows copied directly: their positions in the destination and their
+    /// source addresses.
+    direct_at: Vec<usize>,
+    direct_src: Vec<usize>,
+    /// This rank's rows that travel (row index in the owner's shard), their
+    /// positions in the destination, and their owners, in request order.
     travel: Vec<i64>,
     at: Vec<usize>,
     owner: Vec<u32>,
+    /// One round: the indices sent (grouped by owner), the slice position
+    /// of each, and the indices received (grouped by requester).
+    sidx: Vec<i64>,
+    perm: Vec<usize>,
+    ridx: Vec<i64>,
+    /// Counts and displacements: 4 arrays of P.
     counts: Vec<c_int>,
     reqs: Vec<mpi_sys::MPI_Request>,
-    /// `SendRecv`: the posted receives, their free slots, completed slots.
-    window: Vec<mpi_sys::MPI_Request>,
-    free: Vec<usize>,
-    done: Vec<c_int>,
+    /// One-sided batches: the targets a group of gets touched.
+    pub touched: Vec<usize>,
 }
 
 // SAFETY: `MPI_Request` is an integer in MPICH but a pointer in Open MPI,
@@ -102,135 +213,171 @@ pub struct Source<'a> {
     pub row_bytes: u64,
 }
 
-/// Moves the rows of a collective batch: row i of `dst` receives global row
-/// `idx[i]`. Every rank of `comm` calls this (with its own `idx`). Rows of
-/// owners `near` reaches directly are copied at once and never travel; the
-/// others are all-gathered, so every owner knows what to send and every rank
-/// can derive the same rounds of at most `cap` received bytes per rank
-/// (`Alltoallv`), or keeps at most `cap` bytes of receives posted
-/// (`SendRecv`). Returns how many rows were copied directly.
-pub fn exchange(
+/// What a collective batch will do on this rank, from `plan`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Rows copied directly.
+    pub direct: u64,
+    /// Rounds this rank's travelling rows need (the batch runs the most
+    /// any rank needs).
+    pub rounds: i64,
+}
+
+/// Request traffic of one collective batch on this rank: counts and indices
+/// sent to, and received from, other ranks (bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReqBytes {
+    pub sent: u64,
+    pub recv: u64,
+}
+
+/// Splits a collective batch (row i of the destination receives global row
+/// `idx[i]`, the indices already checked) into rows copied directly and
+/// rows that travel, without touching the destination. Local and O(B log P).
+pub fn plan(src: &Source, cap: u64, n_ranks: usize, idx: &[i64], scratch: &mut Scratch) -> Plan {
+    let rb = src.row_bytes as usize;
+    let s = scratch;
+    s.direct_at.clear();
+    s.direct_src.clear();
+    s.travel.clear();
+    s.at.clear();
+    s.owner.clear();
+    for (i, &g) in idx.iter().enumerate() {
+        let (o, local) = src.layout.owner(g);
+        if let Some(base) = src.near.src(o) {
+            s.direct_at.push(i);
+            s.direct_src.push(base as usize + local as usize * rb);
+        } else {
+            s.travel.push(local);
+            s.at.push(i);
+            s.owner.push(o as u32);
+        }
+    }
+    let per = rows_per_round(src.row_bytes, cap, n_ranks);
+    Plan { direct: s.direct_at.len() as u64, rounds: (s.travel.len() as i64 + per - 1) / per }
+}
+
+/// Copies the rows `plan` found directly reachable into `dst`.
+///
+/// # Safety
+/// `dst` holds the rows of the batch `plan` was given, and `scratch` is
+/// still that plan's.
+pub unsafe fn copy_direct(src: &Source, dst: *mut u8, scratch: &Scratch) {
+    let rb = src.row_bytes as usize;
+    for (&i, &from) in scratch.direct_at.iter().zip(&scratch.direct_src) {
+        // SAFETY: `from` is a row inside a shard this rank maps (plan); dst
+        // holds the batch's rows.
+        unsafe { std::ptr::copy_nonoverlapping(from as *const u8, dst.add(i * rb), rb) };
+    }
+}
+
+/// Moves the travelling rows `plan` left in `scratch`, in `rounds` rounds
+/// (the most any rank needs; every rank of `comm` calls this with the same
+/// `rounds`). Each round takes the next `per` travelling rows of every
+/// rank's list (request order), so a rank receives at most `cap` bytes of
+/// rows per round: counts by `MPI_Alltoall`, indices by `MPI_Alltoallv`
+/// (to their owners only), rows by `MPI_Alltoallv` or one message per row.
+///
+/// # Safety
+/// `dst` holds the rows of the batch `plan` was given, and `scratch` is
+/// still that plan's.
+pub unsafe fn exchange(
     comm: &Comm,
     src: &Source,
     cap: u64,
     mode: Exchange,
-    idx: &[i64],
+    rounds: i64,
     dst: *mut u8,
     scratch: &mut Scratch,
-) -> Result<u64> {
+) -> Result<ReqBytes> {
     let (me, p) = (comm.rank(), comm.size());
     let rb = src.row_bytes as usize;
-    let Scratch { send, recv, travel, at, owner, counts: rcounts_buf, reqs, window: slots, free, done } = scratch;
-    travel.clear();
-    at.clear();
-    owner.clear();
-    let mut direct = 0u64;
-    for (i, &g) in idx.iter().enumerate() {
-        let (o, local) = src.layout.owner(g);
-        if let Some(base) = src.near.src(o) {
-            // SAFETY: the row lies inside o's shard; dst holds idx.len() rows.
-            unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), dst.add(i * rb), rb) };
-            direct += 1;
-        } else {
-            travel.push(g);
-            at.push(i);
-            owner.push(o as u32);
-        }
-    }
-
-    let counts = comm.allgather(&(travel.len() as i64))?;
     let per = rows_per_round(src.row_bytes, cap, p);
-    let rounds = n_rounds(&counts, per);
-    if rounds == 0 {
-        return Ok(direct);
-    }
-    let all = comm.allgatherv_i64(travel, &counts)?;
-    let starts: Vec<usize> = counts
-        .iter()
-        .scan(0usize, |acc, &c| {
-            let s = *acc;
-            *acc += c as usize;
-            Some(s)
-        })
-        .collect();
-    let dtype = Datatype::row(src.row_bytes)?;
     let sendrecv = match mode {
         Exchange::Auto => src.row_bytes >= SENDRECV_MIN_ROW_BYTES,
         Exchange::SendRecv => true,
         Exchange::Alltoallv => false,
     };
-    let (my_lo, my_hi) = src.layout.shard(me);
-    // The rows of positions [lo, hi) of requester q's list that this rank
-    // owns, as byte offsets in its shard (request order).
-    let (all, starts, counts) = (&all[..], &starts[..], &counts[..]);
-    let wanted = move |q: usize, lo: i64, hi: i64| {
-        all[starts[q] + lo as usize..starts[q] + hi as usize]
-            .iter()
-            .filter(move |&&g| g >= my_lo && g < my_hi)
-            .map(move |&g| (g - my_lo) as usize * rb)
-    };
+    let dtype = Datatype::row(src.row_bytes)?;
+    let itype = Datatype::row(8)?;
     let base = src.shard.as_ptr();
-
-    if sendrecv {
-        // Every row asked of this rank is sent now, straight from the
-        // shard; requesters pace the transfer by how many receives they
-        // keep posted (`per` rows, the cap), so no global rounds are needed.
-        // MPI matches messages between two ranks in posting order, and both
-        // sides walk the requester's list in the same order.
-        for q in (0..p).filter(|&q| q != me) {
-            for off in wanted(q, 0, counts[q]) {
-                // SAFETY: off is a row inside this rank's shard.
-                comm.isend(unsafe { base.add(off) }, &dtype, q, reqs)?;
-            }
-        }
-        let n = travel.len();
-        let window = (per as usize).min(n);
-        slots.clear();
-        slots.resize(window, unsafe { mpi_sys::RSMPI_REQUEST_NULL });
-        free.clear();
-        free.extend(0..window);
-        let mut next = 0;
-        while next < n || free.len() < window {
-            while next < n {
-                let Some(s) = free.pop() else { break };
-                // SAFETY: at[next] < idx.len(), the destination's row count.
-                slots[s] = comm.irecv(unsafe { dst.add(at[next] * rb) }, &dtype, owner[next] as usize)?;
-                next += 1;
-            }
-            Comm::waitsome(slots, done)?;
-            free.extend(done.iter().map(|&i| i as usize));
-        }
-        Comm::waitall(reqs)?;
-        return Ok(direct);
-    }
-
+    let (my_lo, my_hi) = src.layout.shard(me);
+    let my_rows = my_hi - my_lo;
+    let Scratch { send, recv, travel, at, owner, sidx, perm, ridx, counts, reqs, .. } = scratch;
+    let mut bytes = ReqBytes::default();
+    let count_bytes = (std::mem::size_of::<c_int>() * (p - 1)) as u64;
     for k in 0..rounds {
-        let (lo, hi) = round_slice(counts[me], per, k);
+        let (lo, hi) = round_slice(travel.len() as i64, per, k);
         let (lo, hi) = (lo as usize, hi as usize);
-        // Alltoallv: pack per requester, in request order.
-        rcounts_buf.clear();
-        rcounts_buf.resize(2 * p, 0);
-        let (scounts, rcounts) = rcounts_buf.split_at_mut(p);
-        send.clear();
-        for (q, sc) in scounts.iter_mut().enumerate() {
-            if q == me {
-                continue;
-            }
-            let (lo, hi) = round_slice(counts[q], per, k);
-            for off in wanted(q, lo, hi) {
-                // SAFETY: off is a row inside this rank's shard.
-                send.extend_from_slice(unsafe { std::slice::from_raw_parts(base.add(off), rb) });
-                *sc += 1;
-            }
-        }
-        let sdispls = exclusive_prefix(scounts);
+        counts.clear();
+        counts.resize(4 * p, 0);
+        let (scounts, rest) = counts.split_at_mut(p);
+        let (rcounts, rest) = rest.split_at_mut(p);
+        let (cursor, rdispls) = rest.split_at_mut(p);
+        // This round's indices, grouped by owner (request order within an
+        // owner): a counting sort, O(slice + P).
         let mut sorted = true;
         for j in lo..hi {
             let o = owner[j] as usize;
-            rcounts[o] += 1;
+            scounts[o] += 1;
             sorted &= j == lo || (owner[j - 1] as usize <= o && at[j] == at[j - 1] + 1);
         }
-        let rdispls = exclusive_prefix(rcounts);
+        let sdispls = exclusive_prefix(scounts);
+        cursor.copy_from_slice(&sdispls);
+        sidx.clear();
+        sidx.resize(hi - lo, 0);
+        perm.clear();
+        perm.resize(hi - lo, 0);
+        for j in lo..hi {
+            let o = owner[j] as usize;
+            let pos = cursor[o] as usize;
+            sidx[pos] = travel[j];
+            perm[pos] = j;
+            cursor[o] += 1;
+        }
+        comm.alltoall_int(scounts, rcounts)?;
+        let asked: usize = rcounts.iter().map(|&c| c as usize).sum();
+        rdispls.copy_from_slice(&exclusive_prefix(rcounts));
+        ridx.clear();
+        ridx.resize(asked, 0);
+        comm.alltoallv(sidx.as_ptr().cast(), scounts, &sdispls, ridx.as_mut_ptr().cast(), rcounts, rdispls, &itype)?;
+        bytes.sent += count_bytes + 8 * (hi - lo) as u64;
+        bytes.recv += count_bytes + 8 * asked as u64;
+        // Requests come from checked indices of ranks running this same
+        // layout; a row outside this shard means a broken peer.
+        if let Some(&bad) = ridx.iter().find(|&&r| r < 0 || r >= my_rows) {
+            bail!(Internal, "a peer asked for row {bad} of a shard of {my_rows} rows");
+        }
+
+        if sendrecv {
+            // Receives first (fewer unexpected messages), then one send per
+            // row asked of this rank, straight from the shard. MPI matches
+            // messages between two ranks in posting order, and both sides
+            // walk the requester's owner-grouped list in the same order.
+            for &j in perm.iter() {
+                // SAFETY: at[j] < the destination's row count.
+                let r = comm.irecv(unsafe { dst.add(at[j] * rb) }, &dtype, owner[j] as usize)?;
+                reqs.push(r);
+            }
+            for q in 0..p {
+                let (d, c) = (rdispls[q] as usize, rcounts[q] as usize);
+                for &row in &ridx[d..d + c] {
+                    // SAFETY: row is inside this rank's shard (checked above).
+                    comm.isend(unsafe { base.add(row as usize * rb) }, &dtype, q, reqs)?;
+                }
+            }
+            Comm::waitall(reqs)?;
+            continue;
+        }
+
+        // Alltoallv: owners pack the rows asked of them, per requester in
+        // the order asked; requesters receive them grouped by owner.
+        send.clear();
+        send.reserve(asked * rb);
+        for &row in ridx.iter() {
+            // SAFETY: row is inside this rank's shard (checked above).
+            send.extend_from_slice(unsafe { std::slice::from_raw_parts(base.add(row as usize * rb), rb) });
+        }
         // A run of consecutive destination rows already grouped by owner
         // lands in place; anything else is staged and put in order after.
         let recv_base = if sorted && hi > lo {
@@ -241,19 +388,14 @@ pub fn exchange(
             recv.reserve((hi - lo) * rb);
             recv.as_mut_ptr()
         };
-        comm.alltoallv(send.as_ptr(), scounts, &sdispls, recv_base, rcounts, &rdispls, &dtype)?;
-        if !sorted {
-            let mut cursor = rdispls;
-            for j in lo..hi {
-                let o = owner[j] as usize;
-                // SAFETY: owner o's run holds rcounts[o] rows written by MPI;
-                // at[j] is a row of the destination.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(recv_base.add(cursor[o] as usize * rb), dst.add(at[j] * rb), rb)
-                };
-                cursor[o] += 1;
+        comm.alltoallv(send.as_ptr(), rcounts, rdispls, recv_base, scounts, &sdispls, &dtype)?;
+        if !(sorted && hi > lo) {
+            for (pos, &j) in perm.iter().enumerate() {
+                // SAFETY: position pos of the staging buffer holds a row MPI
+                // wrote; at[j] is a row of the destination.
+                unsafe { std::ptr::copy_nonoverlapping(recv_base.add(pos * rb), dst.add(at[j] * rb), rb) };
             }
         }
     }
-    Ok(direct)
+    Ok(bytes)
 }

@@ -4,7 +4,7 @@ use std::os::raw::c_char;
 
 use std::os::raw::c_void;
 
-use super::types::{dds_options, dds_status, DDS_GPU_ENV, DDS_METHOD_MPI, DDS_ROLE_CORE};
+use super::types::{dds_options, dds_status, DDS_BATCH_ENV, DDS_GPU_ENV, DDS_METHOD_MPI, DDS_ROLE_CORE};
 use super::{guard, last_error_ptr};
 use crate::error::bail;
 
@@ -50,7 +50,7 @@ pub extern "C" fn dds_last_error() -> *const c_char {
 
 /// Fills `options` with the defaults: method 0, role core, width 0 (all
 /// ranks), n_core 0, every string NULL (read from the environment), gpu and
-/// gpu_staging -1 (from the environment), and sets `struct_size`. Local; needs no MPI.
+/// gpu_staging -1 (from the environment), batch_mode `DDS_BATCH_ENV`, and sets `struct_size`. Local; needs no MPI.
 ///
 /// Errors: DDS_ERR_INVALID_ARGUMENT if `options` is NULL.
 #[no_mangle]
@@ -71,6 +71,7 @@ pub unsafe extern "C" fn dds_options_init(options: *mut dds_options) -> dds_stat
             nic_map: std::ptr::null(),
             gpu: DDS_GPU_ENV,
             gpu_staging: -1,
+            batch_mode: DDS_BATCH_ENV,
         });
         Ok(())
     })

@@ -7,13 +7,16 @@ use super::types::{
     DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS,
 };
 use super::{guard, name_arg, opt_string, register_store, store_of, take_store};
+use crate::backend::rma::BatchMode;
 use crate::error::{bail, Error, Kind, Result};
 use crate::store::{Collective, Options, Store};
 
 /// Size of the first version of `dds_options` (everything up to `nic_map`).
 const OPTIONS_V1: usize = std::mem::offset_of!(dds_options, gpu);
 /// Size with the GPU fields (0.2).
-const OPTIONS_V2: usize = std::mem::size_of::<dds_options>();
+const OPTIONS_V2: usize = std::mem::offset_of!(dds_options, batch_mode);
+/// Size with `batch_mode` (0.3).
+const OPTIONS_V3: usize = std::mem::size_of::<dds_options>();
 
 unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
     if p.is_null() {
@@ -39,6 +42,7 @@ unsafe fn decode_options(p: *const dds_options) -> Result<Options> {
         // Older callers' structs end before the GPU fields.
         gpu: if o.struct_size as usize >= OPTIONS_V2 { o.gpu } else { -1 },
         gpu_staging: if o.struct_size as usize >= OPTIONS_V2 { o.gpu_staging } else { -1 },
+        batch_mode: if o.struct_size as usize >= OPTIONS_V3 { BatchMode::from_code(o.batch_mode)? } else { None },
     })
 }
 

@@ -98,7 +98,21 @@ pub struct dds_options {
     /// -1 (default: `DDSTORE_GPU_STAGING` decides), 1 to stage device
     /// buffers through pinned host memory, 0 to refuse them with DDS_ERR_GPU.
     pub gpu_staging: i32,
+    /// Method 0 `dds_get_batch`: `DDS_BATCH_ENV` (default: `DDSTORE_BATCH_MODE`
+    /// decides, else collective), `DDS_BATCH_COLLECTIVE` (DDStore 3.0: every
+    /// rank calls, the same number of times, from one thread) or
+    /// `DDS_BATCH_ONESIDED` (pipelined passive-target gets: no matching calls,
+    /// thread-safe). Must be the same on every rank. Methods 1 and 2 are
+    /// always one-sided. (Added in 0.3; older callers get the default.)
+    pub batch_mode: i32,
 }
+
+/// `dds_options.batch_mode`: `DDSTORE_BATCH_MODE` decides (default collective).
+pub const DDS_BATCH_ENV: i32 = -1;
+/// `dds_options.batch_mode`: method-0 batches are collective (DDStore 3.0).
+pub const DDS_BATCH_COLLECTIVE: i32 = 0;
+/// `dds_options.batch_mode`: method-0 batches are one-sided and thread-safe.
+pub const DDS_BATCH_ONESIDED: i32 = 1;
 
 /// `dds_fail_collective`: the call is `dds_add` or `dds_init`.
 pub const DDS_CALL_ADD: i32 = 1;
@@ -207,4 +221,11 @@ pub struct dds_counters {
     pub read_ns: u64,
     /// Time waiting for completions.
     pub cq_ns: u64,
+    /// Method-0 collective batches: bytes of requests (per-peer counts and
+    /// row indices) this rank sent to other ranks. (Added in 0.3; older
+    /// callers pass a smaller `struct_size` and do not receive it.)
+    pub req_bytes_sent: u64,
+    /// Method-0 collective batches: bytes of requests this rank received
+    /// from other ranks (what it was asked for, and the counts).
+    pub req_bytes_recv: u64,
 }

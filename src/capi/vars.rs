@@ -10,7 +10,9 @@ use crate::store::Shape;
 /// Fields of the first versions of the output structs (what an old caller knows).
 /// The first `dds_var_info` (up to `transport`); later fields are optional.
 const INFO_V1: usize = std::mem::offset_of!(dds_var_info, node_local);
-const COUNTERS_V1: usize = std::mem::size_of::<dds_counters>();
+/// Size of the first version of `dds_counters` (up to `cq_ns`); newer
+/// fields are written only to callers whose `struct_size` covers them.
+const COUNTERS_V1: usize = std::mem::offset_of!(dds_counters, req_bytes_sent);
 
 /// Registers variable `name` with a zero-filled shard of `local_rows` rows of
 /// `row_elems` elements of `item_size` bytes (1, 2, 4 or 8) on this rank.
@@ -177,6 +179,8 @@ pub unsafe extern "C" fn dds_profile(store: *mut dds_store, name: *const c_char,
             mr_miss: c.mr_miss,
             read_ns: c.read_ns,
             cq_ns: c.cq_ns,
+            req_bytes_sent: c.req_bytes_sent,
+            req_bytes_recv: c.req_bytes_recv,
         };
         write_sized(out, &value, size);
         Ok(())
