@@ -80,14 +80,15 @@ test-c: install-test-prefix
 	cmake --build $(BUILD)/capi-tests -j 2
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
+	./scripts/check-staged-install.sh $(BUILD)
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-c.txt
 
 # The library built against Open MPI (beside MPICH) and its core C, C++ and
 # Fortran tests under mpiexec.openmpi, the pkg-config consumers, a DESTDIR
 # install. See scripts/test-openmpi.sh and docs/install.md.
 .PHONY: test-openmpi
-test-openmpi:
-	./scripts/test-openmpi.sh $(BUILD)/openmpi
+test-openmpi: install-test-prefix $(VENV)/bin/python
+	PYTHON=$(VENV)/bin/python MPICH_LIB=$(TEST_PREFIX)/lib/libddstore.so ./scripts/test-openmpi.sh $(BUILD)/openmpi
 
 # The core C tests under AddressSanitizer + UBSan (the library rebuilt with
 # -Zsanitizer=address in target/asan; SANITIZE_RUST=0 keeps the release

@@ -55,6 +55,90 @@ pub fn thread_multiple() -> bool {
     level >= ffi::MPI_THREAD_MULTIPLE as c_int
 }
 
+/// `MPI_Get_library_version` of the MPI this library is linked against, first
+/// line only (MPI allows the call before `MPI_Init`).
+pub fn library_version() -> String {
+    let mut buf = vec![0u8; ffi::MPI_MAX_LIBRARY_VERSION_STRING as usize + 1];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_LIBRARY_VERSION_STRING bytes as the standard requires.
+    unsafe { ffi::MPI_Get_library_version(buf.as_mut_ptr().cast(), &mut len) };
+    buf.truncate(len.clamp(0, buf.len() as c_int) as usize);
+    let text = String::from_utf8_lossy(&buf);
+    text.lines().next().unwrap_or("").trim_matches(|c: char| c.is_whitespace() || c == '\0').to_string()
+}
+
+/// The shared object that provides our MPI symbols, and every other MPI
+/// library loaded in the process. A second one means the caller (mpi4py,
+/// or the program) was built against a different MPI than libddstore: the
+/// two keep separate states, so MPI looks uninitialised to us. Paths are
+/// canonical, so aliases of one file (libmpi.so.12 -> libmpich.so.12) match.
+pub fn loaded_mpi_libraries() -> (Option<String>, Vec<String>) {
+    let canonical = |p: &str| std::fs::canonicalize(p).map(|c| c.display().to_string()).unwrap_or(p.to_string());
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let sym = ffi::MPI_Initialized as *const c_void;
+    // SAFETY: dladdr only reads the loader's tables; info outlives the call.
+    let ours = if unsafe { libc::dladdr(sym, &mut info) } != 0 && !info.dli_fname.is_null() {
+        // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+        Some(canonical(&unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy()))
+    } else {
+        None
+    };
+    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _: libc::size_t, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid entry; data is the Vec below.
+        let (info, names) = unsafe { (&*info, &mut *(data as *mut Vec<String>)) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned();
+            if is_mpi_library(&name) {
+                names.push(name);
+            }
+        }
+        0
+    }
+    let mut names: Vec<String> = Vec::new();
+    // SAFETY: visit matches the callback type and only touches `names`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut names as *mut Vec<String>).cast()) };
+    let mut others: Vec<String> = names.iter().map(|n| canonical(n)).filter(|n| Some(n) != ours.as_ref()).collect();
+    others.sort();
+    others.dedup();
+    (ours, others)
+}
+
+/// True for the core library of an MPI implementation (not its Fortran or
+/// C++ companions): Open MPI's libmpi, MPICH's libmpich or libmpi, Cray
+/// MPICH's libmpi_cray and compiler-specific libmpi_gnu_NNN and the like.
+fn is_mpi_library(path: &str) -> bool {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let Some(stem) = base.split(".so").next().filter(|_| base.contains(".so")) else {
+        return false;
+    };
+    const CRAY: [&str; 6] = ["libmpi_cray", "libmpi_gnu", "libmpi_intel", "libmpi_amd", "libmpi_nvidia", "libmpi_aocc"];
+    stem == "libmpi" || stem == "libmpich" || CRAY.iter().any(|c| stem.starts_with(c))
+}
+
+/// The error for `dds_create` when MPI is not initialised: names the other
+/// MPI library when one is loaded, since that is the usual cause.
+pub fn not_initialized_error() -> Error {
+    let (ours, others) = loaded_mpi_libraries();
+    let ours = ours.unwrap_or_else(|| "its MPI library".to_string());
+    if others.is_empty() {
+        return err!(
+            BadState,
+            "MPI is not initialized: call MPI_Init (or import mpi4py.MPI) before dds_create \
+             (libddstore uses {ours}: {})",
+            library_version()
+        );
+    }
+    err!(
+        BadState,
+        "MPI is not initialized in the MPI that libddstore uses ({ours}: {}), but another MPI library is \
+         loaded in this process ({}): the caller (mpi4py or the program) was built against a different MPI. \
+         Build mpi4py against libddstore's MPI, or libddstore against the caller's (docs/troubleshooting.md)",
+        library_version(),
+        others.join(", ")
+    )
+}
+
 static FINALIZE_BEGAN: AtomicBool = AtomicBool::new(false);
 
 /// True once `MPI_Finalize` has started (and the `before_finalize` hook has
@@ -652,5 +736,48 @@ impl Window {
             let free = check(ffi::MPI_Win_free(&mut self.raw), "MPI_Win_free");
             unlock.and(free)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mpi_core_libraries_are_told_from_their_companions() {
+        let core = [
+            "/usr/lib/x86_64-linux-gnu/libmpi.so.40",
+            "/usr/lib/x86_64-linux-gnu/libmpich.so.12",
+            "libmpi.so.12.1.8",
+            "/opt/cray/pe/lib64/libmpi_cray.so.12",
+            "/opt/cray/pe/mpich/8.1.28/ofi/gnu/12.3/lib/libmpi_gnu_123.so.12",
+            "/opt/cray/pe/lib64/libmpi_amd.so",
+        ];
+        let other = [
+            "/usr/lib/x86_64-linux-gnu/libmpi_mpifh.so.40",
+            "/usr/lib/x86_64-linux-gnu/libmpi_usempif08.so.40",
+            "libmpi_cxx.so.40",
+            "libmpicxx.so.12",
+            "libmpifort.so.12",
+            "libmpichfort.so.12",
+            "/usr/lib/libddstore.so.0",
+            "libmpi",
+            "/home/u/libmpi.a",
+            "",
+        ];
+        for p in core {
+            assert!(is_mpi_library(p), "{p} is an MPI core library");
+        }
+        for p in other {
+            assert!(!is_mpi_library(p), "{p} is not an MPI core library");
+        }
+    }
+
+    #[test]
+    fn our_mpi_library_is_found_and_named() {
+        let (ours, _) = loaded_mpi_libraries();
+        let ours = ours.expect("dladdr finds the object that defines MPI_Initialized");
+        assert!(is_mpi_library(&ours), "{ours} is an MPI core library");
+        assert!(!library_version().is_empty());
     }
 }

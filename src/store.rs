@@ -147,7 +147,7 @@ impl Store {
     /// error is returned without touching `comm_f`, which extras ignore.
     pub fn create(comm_f: i32, opts: Result<Options>, extra: bool) -> Result<Store> {
         if !mpi::initialized() {
-            bail!(BadState, "MPI is not initialized: call MPI_Init (or import mpi4py.MPI) before dds_create");
+            return Err(mpi::not_initialized_error());
         }
         if mpi::finalized() {
             bail!(BadState, "MPI has been finalized");
