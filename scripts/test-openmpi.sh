@@ -6,8 +6,13 @@
 #   - the C, C++ and Fortran core tests through find_package(ddstore), run
 #     by mpiexec.openmpi on 1, 2 and 4 ranks, methods 0 and 1;
 #   - the pkg-config consumers (shared and static) under Open MPI;
-#   - a staged install (DESTDIR) and a CMake consumer of it.
-# Usage: scripts/test-openmpi.sh BUILD_DIR   (make test-openmpi passes build/openmpi)
+#   - a staged install (DESTDIR) and its CMake and pkg-config consumers;
+#   - Python: mpi4py built with mpicc.openmpi (in BUILD_DIR/mpi4py, beside the
+#     MPICH one of the venv), the Python quick start and the core pyddstore
+#     tests on 1, 2 and 4 ranks; then both wrong pairings (Open MPI library
+#     with MPICH's mpi4py and the reverse) must be refused at dds_create.
+# Usage: PYTHON=venv/bin/python MPICH_LIB=.../libddstore.so scripts/test-openmpi.sh BUILD_DIR
+#   (make test-openmpi passes build/openmpi, the venv and the MPICH test install)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -48,16 +53,37 @@ cmake --build "$b/capi-tests" -j 2 >> "$b/capi-tests.log"
 
 MPICC=mpicc.openmpi MPIEXEC="${mpiexec[*]}" ./scripts/check-pkgconfig.sh "$prefix"
 
-# A staged install (as a package build does), then a CMake consumer of it.
-stage=$b/stage
-rm -rf "$stage"
-make --no-print-directory install DESTDIR="$stage" PREFIX=/opt/ddstore MPICC=mpicc.openmpi \
-    TARGET_DIR=target/openmpi PKG_BUILD="$b/pkg-staged"
-test -f "$stage/opt/ddstore/lib/libddstore.so.0" && test -f "$stage/opt/ddstore/lib/cmake/ddstore/ddstoreConfig.cmake" \
-    || { echo "test-openmpi: DESTDIR install is incomplete" >&2; find "$stage" >&2; exit 1; }
-cmake -S capi-tests -B "$b/consumer" -DCMAKE_PREFIX_PATH="$stage/opt/ddstore" -DCMAKE_BUILD_TYPE=Release \
-    -DMPI_C_COMPILER=mpicc.openmpi -DMPI_CXX_COMPILER=mpicxx.openmpi -DMPI_Fortran_COMPILER=mpif90.openmpi \
-    > "$b/consumer.log"
-cmake --build "$b/consumer" -j 2 --target demo >> "$b/consumer.log"
-"${mpiexec[@]}" -n 2 "$b/consumer/demo" | tail -1
-echo "test-openmpi: staged install and its CMake consumer: 1 passed, 0 failed"
+# A staged install (DESTDIR, as a package build does) and its consumers.
+MPICC=mpicc.openmpi MPIEXEC="${mpiexec[*]}" TARGET_DIR=target/openmpi ./scripts/check-staged-install.sh "$b"
+
+# Python under Open MPI. The venv's own mpi4py is MPICH's; an Open MPI one is
+# built once into its own directory and put first on PYTHONPATH.
+PYTHON=${PYTHON:?set PYTHON to a venv python with numpy, pytest, hypothesis and mpi4py}
+MPICH_LIB=${MPICH_LIB:?set MPICH_LIB to the MPICH build of libddstore.so}
+py=$b/mpi4py
+ver=$("$PYTHON" -c 'import mpi4py; print(mpi4py.__version__)')
+if [ ! -f "$py/.built-$ver" ]; then
+    rm -rf "$py"
+    echo "test-openmpi: building mpi4py $ver with mpicc.openmpi (a few minutes, once)"
+    MPICC=mpicc.openmpi "$PYTHON" -m pip install --quiet --no-binary mpi4py --no-deps --no-cache-dir \
+        --target "$py" "mpi4py==$ver"
+    touch "$py/.built-$ver"
+fi
+ompi_py=(env PYTHONPATH="$py:$root/python-ctypes" PYTHONDONTWRITEBYTECODE=1 "$(realpath -s "$PYTHON")")
+"${ompi_py[@]}" -c 'import mpi4py.MPI as M, sys; v = M.Get_library_version(); print("test-openmpi: mpi4py uses", v.splitlines()[0]); sys.exit("Open MPI" not in v)'
+# The quick start on 1, 2 and 4 ranks; the core pyddstore tests on 2 (all of
+# them) and on 1 and 4 (the multi-rank and batch-mode files).
+for n in 1 2 4; do
+    DDSTORE_LIBRARY=$prefix/lib/libddstore.so "${mpiexec[@]}" -n $n "${ompi_py[@]}" -m mpi4py \
+        python-ctypes/tests/scripts/quickstart.py | tail -1
+    files=(tests/test_multirank.py tests/test_batch_mode.py)
+    [ $n = 2 ] && files+=(tests/test_single.py tests/test_get_batch.py tests/test_node_local.py)
+    (cd python-ctypes && DDSTORE_LIBRARY=$prefix/lib/libddstore.so "${mpiexec[@]}" -n $n "${ompi_py[@]}" \
+        -m pytest -p no:cacheprovider -q "${files[@]}" | tail -1)
+done
+
+# The wrong pairings: each must fail at dds_create, naming both libraries.
+DDSTORE_LIBRARY=$prefix/lib/libddstore.so PYTHONPATH="$root/python-ctypes" \
+    "$PYTHON" python-ctypes/tests/scripts/mpi_mismatch.py "Open MPI" MPICH
+DDSTORE_LIBRARY=$MPICH_LIB "${ompi_py[@]}" python-ctypes/tests/scripts/mpi_mismatch.py MPICH "Open MPI"
+echo "test-openmpi: Python under Open MPI and the MPI mismatch checks passed"

@@ -3,57 +3,70 @@
 
 use std::fmt;
 
-/// What went wrong, independent of how the C API spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i32)]
-pub enum Kind {
-    InvalidArgument = 1,
-    UnknownVariable = 2,
-    DuplicateVariable = 3,
-    OutOfRange = 4,
-    Mismatch = 5,
-    BadState = 6,
-    Unsupported = 7,
-    Mpi = 8,
-    Fabric = 9,
-    Gpu = 10,
-    Timeout = 11,
-    NoMemory = 12,
-    Io = 13,
-    Internal = 14,
+/// The one list of failure kinds: the Rust name, the code, and the name of
+/// the C constant. Every other list is made from it: `Kind` and its
+/// conversions here, and at the C boundary `status_of` and
+/// `dds_status_string` (src/capi), whose compile-time checks tie it to the
+/// `dds_status` enum that cbindgen writes into ddstore.h (cbindgen reads
+/// source, not macro output, so that enum stays written out, with its docs).
+/// `$then` is called with the whole table.
+macro_rules! status_table {
+    ($then:ident) => {
+        $then! {
+            InvalidArgument = 1 => DDS_ERR_INVALID_ARGUMENT,
+            UnknownVariable = 2 => DDS_ERR_UNKNOWN_VARIABLE,
+            DuplicateVariable = 3 => DDS_ERR_DUPLICATE_VARIABLE,
+            OutOfRange = 4 => DDS_ERR_INDEX_OUT_OF_RANGE,
+            Mismatch = 5 => DDS_ERR_MISMATCH,
+            BadState = 6 => DDS_ERR_BAD_STATE,
+            Unsupported = 7 => DDS_ERR_UNSUPPORTED,
+            Mpi = 8 => DDS_ERR_MPI,
+            Fabric = 9 => DDS_ERR_FABRIC,
+            Gpu = 10 => DDS_ERR_GPU,
+            Timeout = 11 => DDS_ERR_TIMEOUT,
+            NoMemory = 12 => DDS_ERR_NO_MEMORY,
+            Io = 13 => DDS_ERR_IO,
+            Internal = 14 => DDS_ERR_INTERNAL,
+        }
+    };
 }
+pub(crate) use status_table;
+
+macro_rules! define_kind {
+    ($($kind:ident = $code:literal => $cname:ident,)*) => {
+        /// What went wrong, independent of how the C API spells it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(i32)]
+        pub enum Kind {
+            $($kind = $code,)*
+        }
+
+        impl Kind {
+            /// Every kind, in code order.
+            pub const ALL: &'static [Kind] = &[$(Kind::$kind,)*];
+
+            /// The C constant's name, NUL-terminated, e.g. "DDS_ERR_MISMATCH\0".
+            pub fn c_name(self) -> &'static str {
+                match self {
+                    $(Kind::$kind => concat!(stringify!($cname), "\0"),)*
+                }
+            }
+        }
+    };
+}
+status_table!(define_kind);
 
 impl Kind {
-    /// Inverse of `as i32`, for kinds that travelled between ranks.
+    /// Inverse of `as i32`, for kinds that travelled between ranks; a code
+    /// that is no kind becomes `Internal`.
     pub fn from_code(code: i32) -> Kind {
-        use Kind::*;
-        [
-            InvalidArgument,
-            UnknownVariable,
-            DuplicateVariable,
-            OutOfRange,
-            Mismatch,
-            BadState,
-            Unsupported,
-            Mpi,
-            Fabric,
-            Gpu,
-            Timeout,
-            NoMemory,
-            Io,
-            Internal,
-        ]
-        .into_iter()
-        .find(|k| *k as i32 == code)
-        .unwrap_or(Internal)
+        Kind::from_status(code).unwrap_or(Kind::Internal)
     }
-}
 
-impl Kind {
     /// The kind of an error status code (`None` for `DDS_OK` or a value
     /// that is not a status).
     pub fn from_status(code: i32) -> Option<Kind> {
-        (1..=Kind::Internal as i32).contains(&code).then(|| Kind::from_code(code))
+        Kind::ALL.iter().copied().find(|k| *k as i32 == code)
     }
 }
 

@@ -116,6 +116,42 @@ fn is_mpi_library(path: &str) -> bool {
     stem == "libmpi" || stem == "libmpich" || CRAY.iter().any(|c| stem.starts_with(c))
 }
 
+/// The MPI family a version text names ("Open MPI", "MPICH", ...), for
+/// both the build's mpi.h ("MPICH 4.0.2") and `MPI_Get_library_version`
+/// ("MPICH Version: 4.0.2", "CRAY MPICH version 8.1", "Open MPI v4.1.4").
+fn family(text: &str) -> Option<&'static str> {
+    let t = text.to_ascii_lowercase();
+    // Order matters: Intel MPI and MVAPICH are MPICH derivatives.
+    [("intel", "Intel MPI"), ("mvapich", "MVAPICH"), ("open mpi", "Open MPI"), ("mpich", "MPICH")]
+        .into_iter()
+        .find(|(word, _)| t.contains(word))
+        .map(|(_, name)| name)
+}
+
+/// Fails when the MPI answering our calls is not the family whose mpi.h we
+/// were compiled against: the caller loaded another MPI first and the
+/// dynamic linker bound our MPI symbols to it (handles and constants then
+/// mean nothing to it). Nothing is checked when either side is unknown.
+pub fn check_same_mpi() -> Result<()> {
+    let built = env!("DDSTORE_MPI_HEADER");
+    let running = library_version();
+    match (family(built), family(&running)) {
+        (Some(b), Some(r)) if b != r => {
+            let (ours, others) = loaded_mpi_libraries();
+            let loaded: Vec<String> = ours.into_iter().chain(others).collect();
+            Err(err!(
+                BadState,
+                "libddstore was built against {built} (its mpi.h), but another MPI library is loaded in this \
+                 process and answers its MPI calls: {running} (MPI libraries loaded: {}): the caller (mpi4py or \
+                 the program) was built against a different MPI. Build mpi4py against libddstore's MPI, or \
+                 libddstore against the caller's (docs/troubleshooting.md)",
+                loaded.join(", ")
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The error for `dds_create` when MPI is not initialised: names the other
 /// MPI library when one is loaded, since that is the usual cause.
 pub fn not_initialized_error() -> Error {
@@ -771,6 +807,28 @@ mod tests {
         for p in other {
             assert!(!is_mpi_library(p), "{p} is not an MPI core library");
         }
+    }
+
+    #[test]
+    fn mpi_families_are_named_alike_in_headers_and_version_strings() {
+        let cases = [
+            ("MPICH 4.0.2", Some("MPICH")),
+            ("MPICH Version:\t4.0.2", Some("MPICH")),
+            ("MPI VERSION    : CRAY MPICH version 8.1.28.2 (ANL base 3.4a2)", Some("MPICH")),
+            ("Open MPI 4.1.4", Some("Open MPI")),
+            ("Open MPI v4.1.4, package: Debian OpenMPI", Some("Open MPI")),
+            ("Intel(R) MPI Library 2021.10 for Linux* OS", Some("Intel MPI")),
+            ("Intel MPI 2021.10", Some("Intel MPI")),
+            ("MVAPICH2 Version      :\t2.3.7", Some("MVAPICH")),
+            ("", None),
+            ("Some MPI 1.0", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(family(text), want, "{text:?}");
+        }
+        // The build recorded the MPI of this build, and it is the one running here.
+        assert_eq!(family(env!("DDSTORE_MPI_HEADER")), family(&library_version()));
+        check_same_mpi().unwrap();
     }
 
     #[test]

@@ -146,6 +146,7 @@ impl Store {
     /// when the options as a whole did not decode), which is local: any
     /// error is returned without touching `comm_f`, which extras ignore.
     pub fn create(comm_f: i32, opts: Result<Options>, extra: bool) -> Result<Store> {
+        mpi::check_same_mpi()?;
         if !mpi::initialized() {
             return Err(mpi::not_initialized_error());
         }

@@ -6,7 +6,7 @@ use std::os::raw::c_void;
 
 use super::types::{dds_options, dds_status, DDS_BATCH_ENV, DDS_GPU_ENV, DDS_METHOD_MPI, DDS_ROLE_CORE};
 use super::{guard, last_error_ptr};
-use crate::error::bail;
+use crate::error::{bail, Kind};
 
 /// Version of the library as a NUL-terminated string, e.g. "0.1.0".
 /// Thread-safe; needs no MPI.
@@ -19,23 +19,10 @@ pub extern "C" fn dds_version() -> *const c_char {
 /// for a value that is not a status. Thread-safe; the string is static.
 #[no_mangle]
 pub extern "C" fn dds_status_string(status: i32) -> *const c_char {
-    let s: &'static str = match status {
-        0 => "DDS_OK\0",
-        1 => "DDS_ERR_INVALID_ARGUMENT\0",
-        2 => "DDS_ERR_UNKNOWN_VARIABLE\0",
-        3 => "DDS_ERR_DUPLICATE_VARIABLE\0",
-        4 => "DDS_ERR_INDEX_OUT_OF_RANGE\0",
-        5 => "DDS_ERR_MISMATCH\0",
-        6 => "DDS_ERR_BAD_STATE\0",
-        7 => "DDS_ERR_UNSUPPORTED\0",
-        8 => "DDS_ERR_MPI\0",
-        9 => "DDS_ERR_FABRIC\0",
-        10 => "DDS_ERR_GPU\0",
-        11 => "DDS_ERR_TIMEOUT\0",
-        12 => "DDS_ERR_NO_MEMORY\0",
-        13 => "DDS_ERR_IO\0",
-        14 => "DDS_ERR_INTERNAL\0",
-        _ => "DDS_ERR_UNKNOWN_STATUS\0",
+    let s = match Kind::from_status(status) {
+        Some(kind) => kind.c_name(),
+        None if status == dds_status::DDS_OK as i32 => "DDS_OK\0",
+        None => "DDS_ERR_UNKNOWN_STATUS\0",
     };
     s.as_ptr() as *const c_char
 }

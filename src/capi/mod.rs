@@ -69,23 +69,16 @@ pub(crate) fn last_error_ptr() -> *const c_char {
 }
 
 pub(crate) fn status_of(kind: Kind) -> dds_status {
-    use dds_status::*;
-    match kind {
-        Kind::InvalidArgument => DDS_ERR_INVALID_ARGUMENT,
-        Kind::UnknownVariable => DDS_ERR_UNKNOWN_VARIABLE,
-        Kind::DuplicateVariable => DDS_ERR_DUPLICATE_VARIABLE,
-        Kind::OutOfRange => DDS_ERR_INDEX_OUT_OF_RANGE,
-        Kind::Mismatch => DDS_ERR_MISMATCH,
-        Kind::BadState => DDS_ERR_BAD_STATE,
-        Kind::Unsupported => DDS_ERR_UNSUPPORTED,
-        Kind::Mpi => DDS_ERR_MPI,
-        Kind::Fabric => DDS_ERR_FABRIC,
-        Kind::Gpu => DDS_ERR_GPU,
-        Kind::Timeout => DDS_ERR_TIMEOUT,
-        Kind::NoMemory => DDS_ERR_NO_MEMORY,
-        Kind::Io => DDS_ERR_IO,
-        Kind::Internal => DDS_ERR_INTERNAL,
+    macro_rules! map_to_c {
+        ($($kind:ident = $code:literal => $cname:ident,)*) => {{
+            // The table's codes must be those of the enum in ddstore.h.
+            $(const _: () = assert!(dds_status::$cname as i32 == $code);)*
+            match kind {
+                $(Kind::$kind => dds_status::$cname,)*
+            }
+        }};
     }
+    crate::error::status_table!(map_to_c)
 }
 
 /// Runs an entry point's body: catches panics, records the message of any
@@ -282,6 +275,29 @@ mod tests {
         assert_eq!(st, dds_status::DDS_ERR_MISMATCH);
         let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }.to_str().unwrap().to_string();
         assert_eq!(msg, "dds_example: sizes differ");
+    }
+
+    /// Every status constant of the header is in the status table under the
+    /// same name and code, and the other way round (the table's side is also
+    /// checked at compile time, in status_of).
+    #[test]
+    fn header_statuses_are_the_status_table() {
+        let header = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/include/ddstore.h"));
+        let mut seen = Vec::new();
+        for line in header.lines().map(str::trim).filter(|l| l.starts_with("DDS_ERR_") || l.starts_with("DDS_OK")) {
+            let Some((name, code)) = line.trim_end_matches(',').split_once(" = ") else { continue };
+            let Ok(code) = code.parse::<i32>() else { continue };
+            let named = unsafe { std::ffi::CStr::from_ptr(super::library::dds_status_string(code)) };
+            assert_eq!(named.to_str().unwrap(), name, "dds_status_string({code})");
+            if code != 0 {
+                assert_eq!(status_of(Kind::from_code(code)) as i32, code, "{name}");
+                seen.push(code);
+            }
+        }
+        let all: Vec<i32> = Kind::ALL.iter().map(|k| *k as i32).collect();
+        assert_eq!(seen, all, "the header's error codes and the status table differ");
+        let unknown = unsafe { std::ffi::CStr::from_ptr(super::library::dds_status_string(99)) };
+        assert_eq!(unknown.to_str().unwrap(), "DDS_ERR_UNKNOWN_STATUS");
     }
 
     /// The committed header must equal the one cbindgen generates from this source.
