@@ -70,7 +70,7 @@ impl Layout {
 /// bytes, at least one, and few enough that per-peer counts and displacements
 /// (C ints in MPI) cannot overflow with `n_ranks` peers.
 pub fn rows_per_round(row_bytes: u64, cap: u64, n_ranks: usize) -> i64 {
-    let fit = if row_bytes == 0 { cap } else { cap / row_bytes };
+    let fit = cap.checked_div(row_bytes).unwrap_or(cap);
     let int_limit = (i32::MAX as u64) / (n_ranks.max(1) as u64);
     fit.clamp(1, int_limit.max(1)) as i64
 }

@@ -197,7 +197,7 @@ pub fn before_finalize(hook: fn()) -> Result<()> {
     unsafe extern "C" fn on_delete(_: ffi::MPI_Comm, _: c_int, _: *mut c_void, _: *mut c_void) -> c_int {
         if let Some(h) = HOOK.get() {
             // A panic must not unwind into MPI.
-            let _ = std::panic::catch_unwind(|| h());
+            let _ = std::panic::catch_unwind(h);
         }
         FINALIZE_BEGAN.store(true, Ordering::Release);
         ffi::MPI_SUCCESS as c_int

@@ -526,7 +526,7 @@ mod tests {
         Expect { name: "data/x.v".into(), n_core: 2, provider: None, row: None }
     }
 
-    fn reseal(b: &mut Vec<u8>) {
+    fn reseal(b: &mut [u8]) {
         let n = b.len() - CHECKSUM;
         let s = fnv1a(&b[..n]);
         b[n..].copy_from_slice(&s.to_le_bytes());

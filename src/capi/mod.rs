@@ -43,7 +43,7 @@ impl std::hash::Hasher for IdHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0 << 8 | self.0 >> 56) ^ b as u64;
+            self.0 = self.0.rotate_left(8) ^ b as u64;
         }
     }
     fn write_usize(&mut self, id: usize) {
@@ -201,7 +201,7 @@ pub(crate) unsafe fn opt_string(what: &str, p: *const c_char) -> Result<Option<S
         return Ok(None);
     }
     match std::ffi::CStr::from_ptr(p).to_str() {
-        Ok(s) if s.is_empty() => Ok(None),
+        Ok("") => Ok(None),
         Ok(s) => Ok(Some(s.to_string())),
         Err(_) => Err(Error::new(Kind::InvalidArgument, format!("option {what} is not valid UTF-8"))),
     }
