@@ -98,8 +98,13 @@ test-sanitize: install-test-prefix
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet numpy pytest hypothesis
+	$(VENV)/bin/pip install --quiet numpy pytest hypothesis cffi
 	$(VENV)/bin/pip install --quiet --no-binary mpi4py mpi4py
+
+# cffi (pyddstore's binding) for venvs made before it was in the list above.
+$(VENV)/.cffi: $(VENV)/bin/python
+	$(VENV)/bin/python -c 'import cffi' 2>/dev/null || $(VENV)/bin/pip install --quiet cffi
+	touch $@
 
 # torch for pyddstore.torch and its tests, used on CPU. PyPI's Linux wheel is a
 # CUDA build whose libtorch links the CUDA runtime even for CPU work, so the
@@ -117,14 +122,14 @@ $(VENV)/.torch-$(TORCH_VERSION): $(VENV)/bin/python
 	$(VENV)/bin/python -c 'import torch, torch.distributed as d; assert d.is_gloo_available()'
 	touch $@
 
-test-python: install-test-prefix $(VENV)/bin/python $(VENV)/.torch-$(TORCH_VERSION)
+test-python: install-test-prefix $(VENV)/.cffi $(VENV)/.torch-$(TORCH_VERSION)
 	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
 
 # The staged GPU paths against a stand-in libcuda whose device memory faults
 # on any host access (no GPU needed): routing, chunking, collective folding
 # and the counters of staged reads. See docs/gpu.md.
 .PHONY: test-staged
-test-staged: install-test-prefix $(VENV)/bin/python
+test-staged: install-test-prefix $(VENV)/.cffi
 	PYTHON=$(VENV)/bin/python ./scripts/fake-cuda-check.sh
 
 # The documentation site in build/docs (Sphinx + MyST; warnings are errors).
@@ -132,7 +137,7 @@ docs:
 	VENV=$(VENV) ./docs/build.sh
 
 # The site, plus the quick-start commands exactly as the pages show them.
-test-docs: install-test-prefix $(VENV)/bin/python
+test-docs: install-test-prefix $(VENV)/.cffi
 	VENV=$(VENV) ./docs/build.sh
 	VENV=$(VENV) ./docs/tools/test_quickstarts.sh $(TEST_PREFIX)
 
@@ -166,7 +171,7 @@ demo: deps install-test-prefix
 # docs/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
 # options to the program (e.g. BENCH_ARGS="--sizes 3072,12800").
 BENCH_ARGS ?=
-bench: deps install-test-prefix $(VENV)/bin/python
+bench: deps install-test-prefix $(VENV)/.cffi
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target bench
 	$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install --quiet matplotlib
