@@ -371,12 +371,15 @@ class PyDDStore:
                     self._itemsize_check(var, name, itemsize)
             else:
                 nbytes, gpu = len(ptr), False
-            if type(indices) is _ndarray and indices.dtype == _INT64 and indices.ndim == 1 \
-                    and indices.flags.c_contiguous:
-                idx = indices  # the hot path: no copy, no per-element work
-            else:
-                idx = _args.indices(indices)
-            n = len(idx)
+            iptr = None
+            if type(indices) is _ndarray and indices.dtype is _INT64 and indices.ndim == 1:
+                try:  # the hot path: no copy, no per-element work (from_buffer refuses non-contiguous)
+                    iptr = _from_buffer(_I64_ARRAY, indices)
+                except (ValueError, TypeError, BufferError):
+                    iptr = None
+            if iptr is None:
+                iptr = _from_buffer(_I64_ARRAY, _args.indices(indices))
+            n = len(iptr)
             if rows != n:
                 raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
         except Exception as exc:
@@ -384,9 +387,9 @@ class PyDDStore:
                 self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
             raise
         if gpu:
-            rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, _from_buffer(_I64_ARRAY, idx), n, stream)
+            rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, iptr, n, stream)
         else:
-            rc = self._c_get_batch(h, var.cname, ptr, nbytes, _from_buffer(_I64_ARRAY, idx), n)
+            rc = self._c_get_batch(h, var.cname, ptr, nbytes, iptr, n)
         if rc:
             self._check(rc)
         if prof:
