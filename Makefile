@@ -167,10 +167,13 @@ demo: deps install-test-prefix
 
 # The benchmark (2 ranks; about 6 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
-# RSS cannot be reset), then docs/results.md and docs/results.png. See
+# RSS cannot be reset), the same reads through pyddstore (about 2 minutes),
+# then docs/results.md and docs/results.png. See
 # docs/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
 # options to the program (e.g. BENCH_ARGS="--sizes 3072,12800").
 BENCH_ARGS ?=
+# Options of the Python section (python-ctypes/bench/bench.py), e.g. PY_BENCH_ARGS=--quick.
+PY_BENCH_ARGS ?=
 bench: deps install-test-prefix $(VENV)/.cffi
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target bench
@@ -181,7 +184,11 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	for nl in 1 0; do for mode in add chunked; do \
 	  mpiexec -n 2 $(BUILD)/capi-tests/bench --mem $$mode --mem-node-local $$nl \
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
-	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --md docs/results.md --png docs/results.png
+	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
+	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/bench.py \
+	    --out $(BUILD)/bench/python.jsonl $(PY_BENCH_ARGS)
+	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
+	    --md docs/results.md --png docs/results.png
 
 clean:
 	rm -rf $(BUILD)
