@@ -98,12 +98,13 @@ test-sanitize: install-test-prefix
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet numpy pytest hypothesis cffi
+	$(VENV)/bin/pip install --quiet numpy pytest hypothesis cffi wheel
 	$(VENV)/bin/pip install --quiet --no-binary mpi4py mpi4py
 
-# cffi (pyddstore's binding) for venvs made before it was in the list above.
+# cffi (pyddstore's binding) and wheel (pip builds of python-ctypes without
+# build isolation) for venvs made before they were in the list above.
 $(VENV)/.cffi: $(VENV)/bin/python
-	$(VENV)/bin/python -c 'import cffi' 2>/dev/null || $(VENV)/bin/pip install --quiet cffi
+	$(VENV)/bin/python -c 'import cffi, wheel' 2>/dev/null || $(VENV)/bin/pip install --quiet cffi wheel
 	touch $@
 
 # torch for pyddstore.torch and its tests, used on CPU. PyPI's Linux wheel is a
@@ -124,6 +125,8 @@ $(VENV)/.torch-$(TORCH_VERSION): $(VENV)/bin/python
 
 test-python: install-test-prefix $(VENV)/.cffi $(VENV)/.torch-$(TORCH_VERSION)
 	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
+	CARGO_TARGET_DIR=$(abspath $(TARGET_DIR)) PYTHON=$(VENV)/bin/python \
+	    python-ctypes/tests/scripts/check-pip-install.sh $(BUILD)/pip-install
 
 # The staged GPU paths against a stand-in libcuda whose device memory faults
 # on any host access (no GPU needed): routing, chunking, collective folding

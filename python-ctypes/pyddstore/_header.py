@@ -22,9 +22,19 @@ EXTRA = """
 int MPI_Finalized(int *flag);
 """
 
-# The header next to this package in a source tree (python-ctypes/../include).
+# The header next to this package in a source tree (python-ctypes/../include),
+# and the copy an installed package carries (setup.py).
 SOURCE_HEADER = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                               "include", "ddstore.h"))
+PACKAGE_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddstore.h")
+
+
+def find():
+    """The header to read: the package's copy, else the source tree's; None if neither."""
+    for path in (PACKAGE_HEADER, SOURCE_HEADER):
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def strip_comments(text):

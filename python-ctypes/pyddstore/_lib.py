@@ -25,24 +25,27 @@ import threading
 from ._errors import LibraryNotFoundError
 
 
+_NO_CFFI = "pyddstore needs cffi (pip install cffi; `pip install ./python-ctypes` installs it)"
+
+
 def _make_ffi():
     try:
         from ._ddstore_ffi import ffi
         return ffi, "generated"
     except ImportError as exc:
-        if getattr(exc, "name", None) == "_cffi_backend" or "cffi" in str(exc):
-            raise LibraryNotFoundError(
-                "pyddstore needs cffi (pip install cffi; `pip install ./python-ctypes` installs it)") from None
+        if getattr(exc, "name", None) == "_cffi_backend":
+            raise LibraryNotFoundError(_NO_CFFI) from None
+        # Not generated (a source tree), or by a cffi this one cannot read.
     from . import _ffi_build, _header
-    if not os.path.isfile(_header.SOURCE_HEADER):
+    path = _header.find()
+    if path is None:
         raise LibraryNotFoundError(
-            "pyddstore/_ddstore_ffi.py is missing and no include/ddstore.h is beside the package to build it "
-            "from: install the package with pip, or run python-ctypes/pyddstore/_ffi_build.py")
+            "pyddstore/_ddstore_ffi.py is missing and no ddstore.h is there to build it from: install the "
+            "package with pip, or run python-ctypes/pyddstore/_ffi_build.py")
     try:
-        return _ffi_build.make_ffi(_header.read()), "header"
+        return _ffi_build.make_ffi(_header.read(path)), "header"
     except ImportError:
-        raise LibraryNotFoundError(
-            "pyddstore needs cffi (pip install cffi; `pip install ./python-ctypes` installs it)") from None
+        raise LibraryNotFoundError(_NO_CFFI) from None
 
 
 ffi, FFI_SOURCE = _make_ffi()  # FFI_SOURCE: "generated" (the built module) or "header" (parsed now)
