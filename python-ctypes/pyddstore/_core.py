@@ -124,7 +124,6 @@ class PyDDStore:
 
         lib = self._lib = _lib.load()
         self._mpi_finalized = lib.MPI_Finalized
-        self._flag = _ffi.new("int *")
         # Bound once: a read then costs one attribute lookup, not three.
         self._c_get = lib.dds_get
         self._c_get_batch = lib.dds_get_batch
@@ -159,8 +158,7 @@ class PyDDStore:
         h = self._h
         if h is None:
             raise BadStateError("this PyDDStore has been freed")
-        flag = self._flag
-        flag[0] = 0
+        flag = _ffi.new("int *")  # per call: reads may run on several threads
         if self._mpi_finalized(flag) == 0 and flag[0]:
             raise BadStateError("MPI has been finalized: this PyDDStore can only be freed")
         return h
