@@ -123,8 +123,11 @@ class Paths:
         self.last = None  # (destination, rows) of the latest call
 
     def _next(self, n):
+        """Where the next call's n rows start in the pool (wrapping to 0)."""
         c = self.cursor
-        self.cursor = c + n if c + 2 * n <= len(self.pool) else 0
+        if c + n > len(self.pool):
+            c = 0
+        self.cursor = c + n
         return c
 
     def get(self, dest):
@@ -252,17 +255,21 @@ def per_call(comm, out, opt):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="build/bench/python.jsonl")
-    ap.add_argument("--quick", action="store_true", help="2 sizes, 4 MiB shards, 3 repeats of 2 ms (a smoke run)")
+    ap.add_argument("--quick", action="store_true",
+                    help="as the C bench's --quick: 3 KiB and 200 KiB rows, 4 MiB shards, 3 repeats of 2 ms")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--min-repeat-ms", type=float, default=20.0)
     ap.add_argument("--shard-mib", type=int, default=256)
     ap.add_argument("--groups", default=",".join(g[0] for g in GROUPS))
     opt = ap.parse_args()
+    sizes_given = opt.sizes != ap.get_default("sizes")
     opt.sizes = [int(x) for x in opt.sizes.split(",")]
     opt.short_repeats = 300
-    if opt.quick:
-        opt.sizes, opt.shard_mib, opt.repeats, opt.min_repeat_ms, opt.short_repeats = opt.sizes[:2], 4, 3, 2.0, 10
+    if opt.quick:  # as capi-tests/bench --quick, so that the figures pair up
+        opt.shard_mib, opt.repeats, opt.min_repeat_ms, opt.short_repeats = 4, 3, 2.0, 10
+        if not sizes_given:
+            opt.sizes = [3072, 204800]
     comm = MPI.COMM_WORLD
     out = open(opt.out, "w") if comm.rank == 0 else open(os.devnull, "w")
     t0 = time.time()
