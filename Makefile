@@ -99,8 +99,14 @@ test-sanitize: install-test-prefix
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet numpy pytest hypothesis
+	$(VENV)/bin/pip install --quiet numpy pytest hypothesis cffi wheel
 	$(VENV)/bin/pip install --quiet --no-binary mpi4py mpi4py
+
+# cffi (pyddstore's binding) and wheel (pip builds of python-ctypes without
+# build isolation) for venvs made before they were in the list above.
+$(VENV)/.cffi: $(VENV)/bin/python
+	$(VENV)/bin/python -c 'import cffi, wheel' 2>/dev/null || $(VENV)/bin/pip install --quiet cffi wheel
+	touch $@
 
 # torch for pyddstore.torch and its tests, used on CPU. PyPI's Linux wheel is a
 # CUDA build whose libtorch links the CUDA runtime even for CPU work, so the
@@ -118,14 +124,16 @@ $(VENV)/.torch-$(TORCH_VERSION): $(VENV)/bin/python
 	$(VENV)/bin/python -c 'import torch, torch.distributed as d; assert d.is_gloo_available()'
 	touch $@
 
-test-python: install-test-prefix $(VENV)/bin/python $(VENV)/.torch-$(TORCH_VERSION)
+test-python: install-test-prefix $(VENV)/.cffi $(VENV)/.torch-$(TORCH_VERSION)
 	PYTHON=$(VENV)/bin/python DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so python-ctypes/run-tests.sh
+	CARGO_TARGET_DIR=$(abspath $(TARGET_DIR)) PYTHON=$(VENV)/bin/python \
+	    python-ctypes/tests/scripts/check-pip-install.sh $(BUILD)/pip-install
 
 # The staged GPU paths against a stand-in libcuda whose device memory faults
 # on any host access (no GPU needed): routing, chunking, collective folding
 # and the counters of staged reads. See docs/gpu.md.
 .PHONY: test-staged
-test-staged: install-test-prefix $(VENV)/bin/python
+test-staged: install-test-prefix $(VENV)/.cffi
 	PYTHON=$(VENV)/bin/python ./scripts/fake-cuda-check.sh
 
 # The documentation site in build/docs (Sphinx + MyST; warnings are errors).
@@ -133,7 +141,7 @@ docs:
 	VENV=$(VENV) ./docs/build.sh
 
 # The site, plus the quick-start commands exactly as the pages show them.
-test-docs: install-test-prefix $(VENV)/bin/python
+test-docs: install-test-prefix $(VENV)/.cffi
 	VENV=$(VENV) ./docs/build.sh
 	VENV=$(VENV) ./docs/tools/test_quickstarts.sh $(TEST_PREFIX)
 
@@ -163,11 +171,14 @@ demo: deps install-test-prefix
 
 # The benchmark (2 ranks; about 6 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
-# RSS cannot be reset), then docs/results.md and docs/results.png. See
+# RSS cannot be reset), the same reads through pyddstore (about 2 minutes),
+# then docs/results.md and docs/results.png. See
 # docs/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
 # options to the program (e.g. BENCH_ARGS="--sizes 3072,12800").
 BENCH_ARGS ?=
-bench: deps install-test-prefix $(VENV)/bin/python
+# Options of the Python section (python-ctypes/bench/bench.py), e.g. PY_BENCH_ARGS=--quick.
+PY_BENCH_ARGS ?=
+bench: deps install-test-prefix $(VENV)/.cffi
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target bench
 	$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install --quiet matplotlib
@@ -177,7 +188,11 @@ bench: deps install-test-prefix $(VENV)/bin/python
 	for nl in 1 0; do for mode in add chunked; do \
 	  mpiexec -n 2 $(BUILD)/capi-tests/bench --mem $$mode --mem-node-local $$nl \
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
-	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --md docs/results.md --png docs/results.png
+	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
+	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/bench.py \
+	    --out $(BUILD)/bench/python.jsonl $(PY_BENCH_ARGS)
+	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
+	    --md docs/results.md --png docs/results.png
 
 clean:
 	rm -rf $(BUILD)

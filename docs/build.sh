@@ -45,6 +45,8 @@ then
   "$PY" -m pip install --quiet -r "$ROOT/docs/requirements.txt"
 fi
 "$PY" -c 'import numpy' 2>/dev/null || "$PY" -m pip install --quiet numpy
+# pyddstore's binding, for autodoc of the source tree (it parses include/ddstore.h).
+"$PY" -c 'import cffi' 2>/dev/null || "$PY" -m pip install --quiet cffi
 
 echo "docs: testing the docs tools"
 if ! out=$("$PY" "$ROOT/docs/tools/test_tools.py" 2>&1); then

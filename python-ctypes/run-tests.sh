@@ -4,8 +4,8 @@
 #
 #   PYTHON=/path/to/venv/bin/python DDSTORE_LIBRARY=/path/to/libddstore.so ./run-tests.sh
 #
-# PYTHON needs numpy, pytest, hypothesis and mpi4py (built against the MPI that
-# libddstore links). The package is tested from this source tree.
+# PYTHON needs numpy, pytest, hypothesis, cffi and mpi4py (built against the MPI
+# that libddstore links). The package is tested from this source tree.
 # Exits non-zero if any run fails.
 
 set -u
@@ -30,7 +30,9 @@ run() {
     fi
 }
 
-"$PYTHON" -c 'import numpy, pytest, mpi4py, hypothesis' || { echo "run-tests.sh: $PYTHON lacks numpy/pytest/mpi4py/hypothesis" >&2; exit 2; }
+"$PYTHON" -c 'import numpy, pytest, mpi4py, hypothesis, cffi' || { echo "run-tests.sh: $PYTHON lacks numpy/pytest/mpi4py/hypothesis/cffi" >&2; exit 2; }
+# cffi's declarations of the C API, from include/ddstore.h (as pip's build does).
+"$PYTHON" pyddstore/_ffi_build.py . >/dev/null || { echo "run-tests.sh: cannot generate pyddstore/_ddstore_ffi.py" >&2; exit 2; }
 "$PYTHON" -c 'import pyddstore; print("pyddstore", pyddstore.__version__, "using", pyddstore.library_path())' \
     || { echo "run-tests.sh: cannot load libddstore (set DDSTORE_LIBRARY)" >&2; exit 2; }
 "$PYTHON" -c 'import torch' \

@@ -4,7 +4,9 @@
     bench-report.py build/bench/results.jsonl --md docs/results.md --png docs/results.png
 
 Input: the records written by capi-tests/bench (`meta`, `skip`, `measure`,
-`end`, `memory`). The Markdown page has a header (machine, load, date,
+`end`, `memory`), and with --python those of python-ctypes/bench/bench.py
+(`pymeta`, `pyskip`, `pymeasure`, `pypercall`, `pyend`) from the same
+`make bench` run, shown beside the C figures (section "Python"). The Markdown page has a header (machine, load, date,
 commit), the targets with met/missed (single reader thread), one table per
 row size (store next to its floors, with ratios), the reader-thread scaling
 of method 1, the batch sweep and the memory check. The section
@@ -341,6 +343,96 @@ def memory_table(R):
     return out
 
 
+PY_PER_CALL_TARGET = 1.7  # us for an 8-byte node-local get (DDStore 2.0's Cython binding: 1.7-2.0)
+PY_GROUP_OFF = {"mpi+local": "mpi", "fabric+local": "fabric:shm"}  # node-local on -> the same store with it off
+
+
+def py_load(path):
+    recs = load(path)
+    return {
+        "meta": next((r for r in recs if r.get("type") == "pymeta"), {}),
+        "end": next((r for r in recs if r.get("type") == "pyend"), {}),
+        "skips": [r for r in recs if r.get("type") == "pyskip"],
+        "meas": [r for r in recs if r.get("type") == "pymeasure"],
+        "percall": {r["what"]: r for r in recs if r.get("type") == "pypercall"},
+    }
+
+
+def py_find(P, group, op, rb, dest="reused"):
+    for m in P["meas"]:
+        if m["group"] == group and m["op"] == op and m["row_bytes"] == rb and m["dest"] == dest:
+            return m
+    return None
+
+
+def py_targets(R, P):
+    """Rows of (target, where, figure, met) for the Python section."""
+    rows = []
+    get = P["percall"].get("get")
+    raw = P["percall"].get("raw")
+    if get:
+        med, best = get["us_per_call"]["median"], get["best_us"]
+        extra = f"; the raw cffi call of dds_get: median {fmt(raw['us_per_call']['median'])}, best {fmt(raw['best_us'])} us" \
+            if raw else ""
+        rows.append((f"pyddstore get of an 8-byte node-local row ≤ {PY_PER_CALL_TARGET} us per call",
+                     f"method 0, {get['ranks']} ranks",
+                     f"median {fmt(med)} us, best of short repeats {fmt(best)} us{extra}", med <= PY_PER_CALL_TARGET))
+    groups = []
+    for m in P["meas"]:
+        if m["group"] not in groups:
+            groups.append(m["group"])
+    for g in groups:
+        for rb in sorted({m["row_bytes"] for m in P["meas"] if m["group"] == g}):
+            p = py_find(P, g, "get_batch", rb)
+            c = R.med("store", rb, BATCH, method=g, op="get_batch") if R else None
+            if p and c:
+                r = p["us_per_row"]["median"] / c
+                rows.append((f"{g}: pyddstore get_batch ({BATCH}) per row ≤ {TARGET}x dds_get_batch (same run)",
+                             size_name(rb), f"{r:.2f}x ({fmt(p['us_per_row']['median'])} vs {fmt(c)} us/row)",
+                             r <= TARGET))
+    for on, off in PY_GROUP_OFF.items():
+        for rb in sorted({m["row_bytes"] for m in P["meas"] if m["group"] == on}):
+            for op in ("get", "get_batch"):
+                a, b = py_find(P, on, op, rb), py_find(P, off, op, rb)
+                if a and b:
+                    x, y = a["us_per_row"]["median"], b["us_per_row"]["median"]
+                    rows.append((f"pyddstore {op}: node-local on ({on}) never slower than off ({off})", size_name(rb),
+                                 f"{x / y:.2f}x ({fmt(x)} vs {fmt(y)} us/row)", x <= y))
+    return rows
+
+
+def python_section(R, P):
+    meta, end = P["meta"], P["end"]
+    la0, la1 = meta.get("loadavg_start", [None] * 3), end.get("loadavg_end", [None] * 3)
+    L = ["## Python (pyddstore)", "",
+         f"The same reads through pyddstore ({meta.get('binding', '?')}; Python {meta.get('python', '?')}, numpy "
+         f"{meta.get('numpy', '?')}) into numpy arrays, by python-ctypes/bench/bench.py in the same `make bench` run, "
+         f"{meta.get('ranks', '?')} ranks, {meta.get('repeats')} repeats of ≥ {meta.get('min_repeat_ms')} ms, shard "
+         f"{size_name(meta.get('shard_bytes', 0))} per rank; {end.get('seconds', '?')} s; load average start "
+         f"{la0[0]} {la0[1]} {la0[2]}, end {la1[0]} {la1[1]} {la1[2]}"
+         + ("; **quick run**" if meta.get("quick") else "") + ". "
+         "Destinations: reused (one array), fresh (`numpy.empty` per call), registered (`register_recv`). "
+         "C is capi-tests/bench's `store` figure of the same group, row size, batch and destination kind "
+         "(its destinations are malloc'd; numpy's large arrays start 16 bytes past a page boundary).", ""]
+    if P["skips"]:
+        L += [f"- `{s['group']}` skipped: {s['reason']}" for s in P["skips"]] + [""]
+    L += ["| target | where | figure | met |", "|---|---|---|---|"]
+    for t, where, fig, ok in py_targets(R, P):
+        L.append(f"| {t} | {where} | {fig} | {'yes' if ok else '**no**'} |")
+    L += ["", "Microseconds per row per rank (rank 0's median; min and max over its repeats; the largest median of "
+          "any rank), Python next to C:", "",
+          "| group | row size | op | rows per call | dest | Python | min | max | max over ranks | C | Python / C | verified |",
+          "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for m in P["meas"]:
+        u = m["us_per_row"]
+        c = R.med("store", m["row_bytes"], m["batch"], dest=m["dest"], method=m["group"], op=m["op"]) if R else None
+        ratio = f"{u['median'] / c:.2f}x" if c else "–"
+        L.append(f"| {m['group']} | {size_name(m['row_bytes'])} | {m['op']} | {m['batch']} | {m['dest']} | "
+                 f"{fmt(u['median'])} | {fmt(u['min'])} | {fmt(u['max'])} | {fmt(u['max_rank_median'])} | {fmt(c)} | "
+                 f"{ratio} | {'yes' if m['verified'] else '**NO**'} |")
+    return L + [""]
+
+
 def analysis(perf_md):
     try:
         text = open(perf_md).read()
@@ -352,7 +444,7 @@ def analysis(perf_md):
     return [text.split(a, 1)[1].split(b, 1)[0].strip()]
 
 
-def markdown(R, perf_md, spread=None):
+def markdown(R, perf_md, spread=None, py=None):
     meta, end = R.meta, R.end
     la0 = meta.get("loadavg_start", [None] * 3)
     la1 = end.get("loadavg_end", [None] * 3)
@@ -431,6 +523,8 @@ def markdown(R, perf_md, spread=None):
     L += ["## Memory", "",
           "Peak resident memory (VmHWM) above the baseline (VmRSS after MPI_Init and dds_create); for `add`, "
           "minus the source buffer. Separate program runs (a peak cannot be reset).", ""] + memory_table(R) + [""]
+    if py:
+        L += python_section(R, py)
     an = analysis(perf_md)
     if an:
         L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "
@@ -511,6 +605,7 @@ def main():
     ap.add_argument("results", nargs="+",
                     help="JSON lines written by capi-tests/bench; several runs are merged group by group, "
                          "keeping for each group the run with the least CPU taken by other processes")
+    ap.add_argument("--python", help="records of python-ctypes/bench/bench.py from the same run (section Python)")
     ap.add_argument("--md", default="docs/results.md")
     ap.add_argument("--png", default="docs/results.png")
     ap.add_argument("--perf-md", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
@@ -530,12 +625,15 @@ def main():
     if not R.meas:
         sys.exit(f"{' '.join(args.results)}: no measurements")
     with open(args.md, "w") as f:
-        f.write(markdown(R, args.perf_md, spread))
+        f.write(markdown(R, args.perf_md, spread, py_load(args.python) if args.python else None))
     if args.png:
         plot(R, args.png)
     print(f"wrote {args.md}" + (f" and {args.png}" if args.png else ""))
     for t, where, fig, ok, _ in targets(R):
         print(f"{'met   ' if ok else 'MISSED'} {t} [{where}]: {fig}")
+    if args.python:
+        for t, where, fig, ok in py_targets(R, py_load(args.python)):
+            print(f"{'met   ' if ok else 'MISSED'} {t} [{where}]: {fig}")
 
 
 if __name__ == "__main__":

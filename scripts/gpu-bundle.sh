@@ -57,6 +57,17 @@ ln -sf mpiexec.hydra "$out/bin/mpiexec"
 cp "$test_bin" "$out/bin/test_gpu"
 copy_deps "$test_bin"
 
+# pyddstore's binding is cffi (with pycparser: the source tree there has no
+# generated module, so cffi parses include/ddstore.h). The GPU machine's Python
+# may lack it and cannot reach a package index: wheels for the CPython versions
+# it may have; scripts/gpu-check.sh unpacks the matching one if needed.
+mkdir -p "$out/wheels"
+for v in 3.9 3.10 3.11 3.12 3.13; do
+    python3 -m pip download --quiet --only-binary=:all: --no-deps --python-version "$v" \
+        --platform manylinux2014_x86_64 -d "$out/wheels" cffi
+done
+python3 -m pip download --quiet --only-binary=:all: --no-deps -d "$out/wheels" pycparser
+
 size=$(du -sm "$out" | cut -f1)
 echo "gpu-bundle: $out is ${size} MiB ($(ls "$out/lib" | wc -l) libraries)"
 if [ "$size" -ge 60 ]; then

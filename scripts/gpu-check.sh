@@ -26,6 +26,16 @@ export UCX_MODULE_DIR="$bundle/lib/ucx"
 export DDSTORE_LIBRARY="$bundle/lib/libddstore.so.0"
 export UCX_TLS=self,sm FABRIC_IFACE=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 export HYDRA_LAUNCHER=fork
+# pyddstore's binding (cffi, pycparser): from the bundle's wheels if this Python lacks them.
+if ! "$PY" -c 'import cffi, pycparser' 2>/dev/null; then
+    tag=$("$PY" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    site=$bundle/python-$tag
+    for w in "$bundle"/wheels/cffi-*-"$tag"-"$tag"-*.whl "$bundle"/wheels/pycparser-*.whl; do
+        [ -f "$w" ] || { echo "gpu-check: no wheel for $w in the bundle ($PY is $tag)" >&2; exit 2; }
+        "$PY" -m zipfile -e "$w" "$site"
+    done
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 # A single GPU is shared by both ranks.
 NP=${GPU_CHECK_NP:-2}
 

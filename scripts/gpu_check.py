@@ -117,25 +117,25 @@ def expect(cond, what):
 # -- checks ---------------------------------------------------------------------
 
 def driver_and_classification():
-    lib = _lib.load()
-    n = ctypes.c_int32(0)
-    st = lib.dds_gpu_available(ctypes.byref(n))
-    expect(st == 0 and n.value >= 1, f"dds_gpu_available -> {st}, {lib.dds_last_error()}")
-    kind, dev = ctypes.c_int32(-1), ctypes.c_int32(-1)
+    lib, ffi = _lib.load(), _lib.ffi  # raw calls: cffi objects (pyddstore's binding)
+    n = ffi.new("int32_t *", 0)
+    st = lib.dds_gpu_available(n)
+    expect(st == 0 and n[0] >= 1, f"dds_gpu_available -> {st}, {_lib.last_error(lib)}")
+    kind, dev = ffi.new("int32_t *", -1), ffi.new("int32_t *", -1)
     t = torch.empty(1024, device=DEV)
-    lib.dds_pointer_kind(t.data_ptr(), ctypes.byref(kind), ctypes.byref(dev))
-    expect((kind.value, dev.value) == (1, DEV.index), f"device tensor: kind {kind.value} dev {dev.value}")
+    lib.dds_pointer_kind(ffi.cast("void *", t.data_ptr()), kind, dev)
+    expect((kind[0], dev[0]) == (1, DEV.index), f"device tensor: kind {kind[0]} dev {dev[0]}")
     for what, h in (("pinned", torch.empty(1024).pin_memory()), ("pageable", torch.empty(1024)),
                     ("numpy", torch.from_numpy(np.zeros(64)))):
-        lib.dds_pointer_kind(h.data_ptr(), ctypes.byref(kind), ctypes.byref(dev))
-        expect(kind.value == 0, f"{what} host tensor classified {kind.value}")
+        lib.dds_pointer_kind(ffi.cast("void *", h.data_ptr()), kind, dev)
+        expect(kind[0] == 0, f"{what} host tensor classified {kind[0]}")
     s = shard_store()
-    info = _lib.DdsVarInfo()
-    info.struct_size = ctypes.sizeof(info)
-    lib.dds_info(s._h, b"x", ctypes.byref(info))
+    info = ffi.new("dds_var_info *")
+    info.struct_size = ffi.sizeof("dds_var_info")
+    lib.dds_info(s._h, b"x", info)
     s.free()
     expect(info.device_path == _lib.DDS_PATH_STAGED, f"device_path {info.device_path}")
-    return {"devices": n.value, "device_path": info.device_path}
+    return {"devices": n[0], "device_path": info.device_path}
 
 
 def get_into_poisoned_gpu_tensor():
@@ -364,9 +364,9 @@ def measure_stream_vs_device_sync():
                 elif mode == "device_sync":
                     torch.cuda.synchronize()  # DDStore 3.0's order
                     i64 = np.ascontiguousarray(idx, np.int64)
-                    rc = lib.dds_get_batch(s._h, b"m", dst.data_ptr(), dst.numel() * 4,
-                                           i64.ctypes.data, len(i64))
-                    expect(rc == 0, lib.dds_last_error())
+                    rc = lib.dds_get_batch(s._h, b"m", _lib.ffi.cast("void *", dst.data_ptr()), dst.numel() * 4,
+                                           _lib.ffi.from_buffer("int64_t[]", i64), len(i64))
+                    expect(rc == 0, _lib.last_error(lib))
                     dst.sum()
                 else:  # host destination, for reference
                     s.get_batch("m", hbuf, idx)

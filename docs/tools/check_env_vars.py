@@ -10,7 +10,8 @@
   any file, such a literal passed to `std::env::var`, `env::var_os` or
   `getenv` (directly or through a `const NAME: &str = "..."`). Comments and
   `#[cfg(test)]` modules do not count.
-* Python, under python-ctypes/pyddstore/ (subpackages included):
+* Python, under python-ctypes/pyddstore/ (subpackages included) and in
+  python-ctypes/setup.py (the package's build):
   `os.environ.get(...)`, `os.environ[...]`, `os.getenv(...)`,
   `os.environ.setdefault(...)`, `... in os.environ`, pyddstore's
   `env_switch`/`env_int`/`env_seconds(...)`, also through any name
@@ -142,55 +143,61 @@ def _is_environ(node):
     return False
 
 
-def python_reads(pkg_dir, root):
-    found = {}
+def _python_files(pkg_dir, extra):
     for dirpath, _, files in os.walk(pkg_dir):
         for fn in sorted(files):
-            if not fn.endswith(".py"):
-                continue
-            path = os.path.join(dirpath, fn)
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
-            consts = {}
-            for node in tree.body:
-                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                        and isinstance(node.value.value, str)):
-                    for t in node.targets:
-                        if isinstance(t, ast.Name):
-                            consts[t.id] = node.value.value
+            if fn.endswith(".py"):
+                yield os.path.join(dirpath, fn)
+    for path in extra:
+        if os.path.isfile(path):
+            yield path
 
-            def value(n):
-                if isinstance(n, ast.Constant) and isinstance(n.value, str):
-                    return n.value
-                if isinstance(n, ast.Name):
-                    return consts.get(n.id)
-                return None
 
-            names = []
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
-                    f = node.func
-                    if f.attr in ("get", "setdefault", "pop") and _is_environ(f.value):
-                        names.append(value(node.args[0]))
-                    elif f.attr in ("getenv", "getenvb") and isinstance(f.value, ast.Name):
-                        names.append(value(node.args[0]))
-                    elif f.attr in ENV_READERS:
-                        names.append(value(node.args[0]))
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ENV_READERS:
-                    if node.args:
-                        names.append(value(node.args[0]))
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getenv":
-                    if node.args:
-                        names.append(value(node.args[0]))
-                elif isinstance(node, ast.Subscript) and _is_environ(node.value):
-                    names.append(value(node.slice))
-                elif isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops):
-                    if any(_is_environ(c) for c in node.comparators):
-                        names.append(value(node.left))
-            rel = os.path.relpath(path, root)
-            for name in names:
-                if name and NAME_RE.match(name):
-                    found.setdefault(name, set()).add(rel)
+def python_reads(pkg_dir, root, extra=()):
+    found = {}
+    for path in _python_files(pkg_dir, extra):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        consts = {}
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        consts[t.id] = node.value.value
+
+        def value(n):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                return n.value
+            if isinstance(n, ast.Name):
+                return consts.get(n.id)
+            return None
+
+        names = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+                f = node.func
+                if f.attr in ("get", "setdefault", "pop") and _is_environ(f.value):
+                    names.append(value(node.args[0]))
+                elif f.attr in ("getenv", "getenvb") and isinstance(f.value, ast.Name):
+                    names.append(value(node.args[0]))
+                elif f.attr in ENV_READERS:
+                    names.append(value(node.args[0]))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ENV_READERS:
+                if node.args:
+                    names.append(value(node.args[0]))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getenv":
+                if node.args:
+                    names.append(value(node.args[0]))
+            elif isinstance(node, ast.Subscript) and _is_environ(node.value):
+                names.append(value(node.slice))
+            elif isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops):
+                if any(_is_environ(c) for c in node.comparators):
+                    names.append(value(node.left))
+        rel = os.path.relpath(path, root)
+        for name in names:
+            if name and NAME_RE.match(name):
+                found.setdefault(name, set()).add(rel)
     return found
 
 
@@ -255,7 +262,8 @@ def check(root, verbose=False):
     md = os.path.join(root, "docs", "environment.md")
     reads = {}
     for part in (rust_reads(os.path.join(root, "src")),
-                 python_reads(os.path.join(root, "python-ctypes", "pyddstore"), root),
+                 python_reads(os.path.join(root, "python-ctypes", "pyddstore"), root,
+                              [os.path.join(root, "python-ctypes", "setup.py")]),
                  header_reads(os.path.join(root, "include"), root)):
         for k, v in part.items():
             reads.setdefault(k, set()).update(v)

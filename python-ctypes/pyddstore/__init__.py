@@ -1,4 +1,4 @@
-"""pyddstore: DDStore 3.0's Python API over libddstore (ctypes).
+"""pyddstore: DDStore 3.0's Python API over libddstore (cffi, declared by include/ddstore.h).
 
 ``import pyddstore`` is cheap and does not import mpi4py or start MPI, so a
 program can import torch first. The store class is loaded on first access of
@@ -46,4 +46,4 @@ def library_path():
 def library_version():
     """Version string reported by the loaded libddstore."""
     from . import _lib
-    return _lib.load().dds_version().decode()
+    return _lib.string(_lib.load().dds_version())

@@ -1,16 +1,17 @@
-"""Turning the caller's array into what the C API takes: an address and sizes.
+"""Turning the caller's array into what the C API takes: a pointer and sizes.
 
 One function, :func:`extract`, looks at every buffer that crosses into the
 library, so the rules (accepted dtypes, contiguity, GPU memory) live in one
 place. Device buffers are described here; whether the library can reach
 them is decided by the store (PyDDStore._device), which asks the library.
+The store's read paths keep a shortcut for the common case (a numpy array
+that passes every rule); anything else comes here.
 """
-
-import ctypes
 
 import numpy as np
 
 from ._errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
+from ._lib import ffi
 
 # What DDStore 3.0 accepts; the store itself only cares about the item size.
 HOST_DTYPES = frozenset(
@@ -18,16 +19,27 @@ HOST_DTYPES = frozenset(
 )
 
 
-_addressof = ctypes.addressof
-_char_at = ctypes.c_char.from_buffer
+_from_buffer = ffi.from_buffer
+_cast = ffi.cast
 
 
-def address(arr):
-    """Address of a C-contiguous ndarray's first byte."""
-    if arr.flags.writeable and arr.nbytes:
-        # Five times cheaper than __array_interface__, which builds a dict per call.
-        return _addressof(_char_at(arr))
-    return arr.__array_interface__["data"][0]
+def pointer(arr):
+    """A `void *` to a C-contiguous ndarray's first byte (cffi keeps the array
+    alive while the pointer lives). Several times cheaper than
+    ``arr.ctypes.data`` or ``__array_interface__`` (docs/performance.md)."""
+    return _from_buffer(arr)
+
+
+def device_pointer(addr):
+    """A `void *` holding the integer address of device memory."""
+    return _cast("void *", addr)
+
+
+def address(ptr_or_array):
+    """The integer address of a cdata pointer or of an ndarray's data."""
+    if isinstance(ptr_or_array, np.ndarray):
+        ptr_or_array = _from_buffer(ptr_or_array)
+    return int(_cast("uintptr_t", ptr_or_array))
 
 
 def is_gpu(obj):
@@ -42,7 +54,7 @@ _TORCH_DTYPES = ("int32", "int64", "uint8", "float32", "float64", "bool")
 
 
 def _gpu_buffer(obj, what):
-    """(ptr, nbytes, itemsize, rows, row_elems, True) of a device buffer."""
+    """(ptr, nbytes, itemsize, rows, row_elems, True) of a device buffer (ptr: a cdata `void *`)."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch
         dtype = str(obj.dtype).replace("torch.", "")
         if dtype not in _TORCH_DTYPES:
@@ -61,7 +73,7 @@ def _gpu_buffer(obj, what):
     rows = shape[0]
     elems = int(np.prod(shape, dtype=np.int64))
     row_elems = elems // rows if rows else int(np.prod(shape[1:], dtype=np.int64))
-    return ptr, elems * itemsize, itemsize, rows, row_elems, True
+    return device_pointer(ptr), elems * itemsize, itemsize, rows, row_elems, True
 
 
 def _c_strides(shape, itemsize):
@@ -86,9 +98,10 @@ def stream_of(obj):
 def extract(obj, what="arr", writable=False, check_dtype=True):
     """Returns (ptr, nbytes, itemsize, rows, row_elems, is_gpu) for `obj`.
 
+    ptr is a cdata `void *` (see :func:`address` for its integer value);
     rows is shape[0]; row_elems is the number of elements per row (the
     product of shape[1:], so zero-row arrays still describe their rows).
-    Host memory is never copied: the address of the caller's data is returned.
+    Host memory is never copied: a pointer to the caller's data is returned.
     """
     if not isinstance(obj, np.ndarray):
         if is_gpu(obj):
@@ -114,13 +127,10 @@ def extract(obj, what="arr", writable=False, check_dtype=True):
             f"{what} must be C-contiguous (got strides {obj.strides} for shape {obj.shape}); "
             "use numpy.ascontiguousarray"
         )
-    nbytes = obj.nbytes
-    if flags.writeable and nbytes:
-        ptr = _addressof(_char_at(obj))  # as address(), without looking at flags twice
-    elif writable and not flags.writeable:
+    if writable and not flags.writeable:
         raise InvalidArgumentError(f"{what} is read-only; reads need a writable array")
-    else:
-        ptr = obj.__array_interface__["data"][0]
+    nbytes = obj.nbytes
+    ptr = _from_buffer(obj)
     shape = obj.shape
     if not shape:
         raise InvalidArgumentError(f"{what} must have at least one dimension (its rows)")

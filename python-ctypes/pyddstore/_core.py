@@ -5,7 +5,6 @@ This module does not import mpi4py: a communicator is used only through its
 method-2 extra member, which has no communicator of its own.
 """
 
-import ctypes
 import os
 import time
 from collections import namedtuple
@@ -13,19 +12,26 @@ from collections import namedtuple
 import numpy as np
 
 from . import _args, _lib
-from ._args import I32, I64_MAX, I64_MIN
-from ._buffers import address, extract, stream_of
+from ._args import I32
+from ._buffers import HOST_DTYPES, address, device_pointer, extract, stream_of
 from ._errors import (
     DDS_ERR_INVALID_ARGUMENT, ArgumentTypeError, BadStateError, GPUBufferError,
     InvalidArgumentError, MismatchError, error_for,
 )
 
 # What a store remembers about a variable: they never change once registered.
-_Var = namedtuple("_Var", "cname total_rows disp itemsize")
+# `dtypes`: the host dtypes whose items are `itemsize` bytes, the destinations
+# the read paths' shortcut accepts with one set lookup.
+_Var = namedtuple("_Var", "cname total_rows disp itemsize dtypes")
 
 _perf = time.perf_counter
 _ndarray = np.ndarray
 _INT64 = np.dtype(np.int64)
+_ffi = _lib.ffi
+_NULL = _lib.NULL
+_from_buffer = _ffi.from_buffer
+_I64_ARRAY = _ffi.typeof("int64_t[]")
+_CHARS = _ffi.typeof("char[]")  # from_buffer(_CHARS, arr, True): writable, positional (cheaper than keywords)
 
 
 class PyDDstoreVarinfo:
@@ -128,17 +134,17 @@ class PyDDStore:
         # must be stopped here.
         self._gpu_off = os.environ.get("DDSTORE_GPU", "").strip().lower() in ("0", "off", "no", "false", "host")
 
-        opts = _lib.DdsOptions()
-        self._check(lib.dds_options_init(ctypes.byref(opts)))
+        opts = _ffi.new("dds_options *")
+        self._check(lib.dds_options_init(opts))
         opts.method, opts.role, opts.width, opts.n_core = method, role, width, n_core
         opts.batch_mode = mode_code
         # dds_create copies the strings; these locals keep them alive until then.
-        hs = _args.cstring(handshake_dir, "handshake_dir") if handshake_dir else None
-        nm = _args.cstring(nic_map, "nic_map") if nic_map else None
+        hs = _ffi.new("char[]", _args.cstring(handshake_dir, "handshake_dir")) if handshake_dir else _NULL
+        nm = _ffi.new("char[]", _args.cstring(nic_map, "nic_map")) if nic_map else _NULL
         opts.handshake_dir, opts.nic_map = hs, nm
-        handle = ctypes.c_void_p()
-        self._check(lib.dds_create(comm_f, ctypes.byref(opts), ctypes.byref(handle)))
-        self._h = handle.value
+        handle = _ffi.new("dds_store **")
+        self._check(lib.dds_create(comm_f, opts, handle))
+        self._h = handle[0]  # a cdata `dds_store *`
 
     # -- plumbing ------------------------------------------------------------
 
@@ -152,8 +158,8 @@ class PyDDStore:
         h = self._h
         if h is None:
             raise BadStateError("this PyDDStore has been freed")
-        flag = ctypes.c_int(0)
-        if self._mpi_finalized(ctypes.byref(flag)) == 0 and flag.value:
+        flag = _ffi.new("int *")  # per call: reads may run on several threads
+        if self._mpi_finalized(flag) == 0 and flag[0]:
             raise BadStateError("MPI has been finalized: this PyDDStore can only be freed")
         return h
 
@@ -162,12 +168,17 @@ class PyDDStore:
         var = self._vars.get(name) if type(name) is str else None
         if var is None:
             cname = _cname(name)
-            info = _lib.DdsVarInfo()
-            info.struct_size = ctypes.sizeof(info)
-            self._check(self._lib.dds_info(self._handle(), cname, ctypes.byref(info)))
-            var = _Var(cname, info.total_rows, info.row_elems, info.item_size)
+            info = self._info(cname)
+            dtypes = frozenset(d for d in HOST_DTYPES if d.itemsize == info.item_size)
+            var = _Var(cname, info.total_rows, info.row_elems, info.item_size, dtypes)
             self._vars[name] = var
         return var
+
+    def _info(self, cname):
+        info = _ffi.new("dds_var_info *")
+        info.struct_size = _ffi.sizeof("dds_var_info")
+        self._check(self._lib.dds_info(self._handle(), cname, info))
+        return info
 
     def _collective(self):
         # Method 0's get_batch is collective unless its batch mode is one-sided
@@ -184,7 +195,8 @@ class PyDDStore:
             return
         status = getattr(exc, "status", None) or DDS_ERR_INVALID_ARGUMENT
         message = (str(exc) or type(exc).__name__).encode("utf-8", "replace").replace(b"\0", b"?")
-        self._lib.dds_fail_collective(h, call, _args.safe_cname(name), status, message)
+        cname = _args.safe_cname(name)
+        self._lib.dds_fail_collective(h, call, _NULL if cname is None else cname, status, message)
 
     def _itemsize_check(self, var, name, itemsize):
         if itemsize != var.itemsize:
@@ -194,27 +206,28 @@ class PyDDStore:
 
     def _device(self, arr, ptr, nbytes, name, role):
         """For a buffer that presents itself as device memory: the stream to
-        order a read on (None: the library's synchronous default). Raises
+        order a read on (NULL: the library's synchronous default). Raises
         GPUBufferError unless the library itself reports device memory, so a
         device pointer never reaches host code."""
         if nbytes == 0:
-            return None  # nothing is read or written
+            return _NULL  # nothing is read or written
         if self._gpu_off:
             raise GPUBufferError(
                 f"GPU {role} buffer for '{name}': GPU support is off for this store "
                 f"(DDSTORE_GPU={os.environ.get('DDSTORE_GPU')} when it was created)")
-        kind, dev = ctypes.c_int32(-1), ctypes.c_int32(-1)
-        self._check(self._lib.dds_pointer_kind(ptr, ctypes.byref(kind), ctypes.byref(dev)))
-        if kind.value == _lib.DDS_MEM_CUDA:
-            return stream_of(arr)
-        n = ctypes.c_int32(0)
-        if self._lib.dds_gpu_available(ctypes.byref(n)) != 0:
-            why = (self._lib.dds_last_error() or b"").decode("utf-8", "replace")
+        kind, dev = _ffi.new("int32_t *", -1), _ffi.new("int32_t *", -1)
+        self._check(self._lib.dds_pointer_kind(ptr, kind, dev))
+        if kind[0] == _lib.DDS_MEM_CUDA:
+            stream = stream_of(arr)
+            return _NULL if stream is None else device_pointer(stream)
+        n = _ffi.new("int32_t *", 0)
+        if self._lib.dds_gpu_available(n) != 0:
+            why = _lib.last_error(self._lib)
             raise GPUBufferError(
                 f"GPU {role} buffer for '{name}': libddstore cannot reach device memory here "
                 f"({why}); copy through host memory (e.g. tensor.cpu().numpy())")
-        what = "ROCm memory, which this build does not copy" if kind.value == _lib.DDS_MEM_ROCM else \
-            f"not CUDA device memory (address {ptr:#x})"
+        what = "ROCm memory, which this build does not copy" if kind[0] == _lib.DDS_MEM_ROCM else \
+            f"not CUDA device memory (address {address(ptr):#x})"
         raise GPUBufferError(f"GPU {role} buffer for '{name}': the CUDA driver says it is {what}")
 
     # -- registration (collective) --------------------------------------------
@@ -284,7 +297,9 @@ class PyDDStore:
 
     def get(self, name, arr, start=0):
         """Reads arr.shape[0] consecutive rows from global row `start` into `arr`."""
-        t0 = _perf() if self._prof else 0.0
+        prof = self._prof
+        if prof:
+            t0 = _perf()
         h = self._h
         if h is None:
             self._handle()  # raises
@@ -292,26 +307,46 @@ class PyDDStore:
             var = self._vars.get(name) or self._var(name)
         except TypeError:  # an unhashable name
             var = self._var(name)
-        ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-        if itemsize != var.itemsize:
-            self._itemsize_check(var, name, itemsize)
-        if type(start) is not int or not I64_MIN <= start <= I64_MAX:
-            start = _row(start, "start")
-        if gpu:
-            # Ordered on torch's current stream: later work on it sees the rows.
-            rc = self._c_get_stream(h, var.cname, ptr, nbytes, start, rows,
-                                    self._device(arr, ptr, nbytes, name, "destination"))
+        # The shortcut: a writable C-contiguous numpy array of an accepted dtype
+        # of the variable's item size (from_buffer refuses read-only and
+        # non-contiguous arrays; len() refuses 0-d ones). Anything else takes
+        # the full checks, which raise the precise error.
+        ptr = None
+        if type(arr) is _ndarray and arr.dtype in var.dtypes:
+            try:
+                ptr = _from_buffer(_CHARS, arr, True)
+                rows = len(arr)
+            except (ValueError, TypeError, BufferError):
+                ptr = None
+        if ptr is None:
+            ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+            if itemsize != var.itemsize:
+                self._itemsize_check(var, name, itemsize)
         else:
-            rc = self._c_get(h, var.cname, ptr, nbytes, start, rows)
+            nbytes, gpu = len(ptr), False
+        if type(start) is not int:
+            start = _row(start, "start")
+        try:
+            if gpu:
+                # Ordered on torch's current stream: later work on it sees the rows.
+                rc = self._c_get_stream(h, var.cname, ptr, nbytes, start, rows,
+                                        self._device(arr, ptr, nbytes, name, "destination"))
+            else:
+                rc = self._c_get(h, var.cname, ptr, nbytes, start, rows)
+        except OverflowError:  # cffi refuses an int outside int64_t before calling
+            _row(start, "start")
+            raise
         if rc:
             self._check(rc)
-        if self._prof:
+        if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
 
     def get_batch(self, name, arr, indices):
         """Row i of `arr` receives global row indices[i]. Collective for method 0 in the collective batch mode."""
-        t0 = _perf() if self._prof else 0.0
+        prof = self._prof
+        if prof:
+            t0 = _perf()
         h = self._h
         if h is None:
             self._handle()  # raises
@@ -320,16 +355,29 @@ class PyDDStore:
                 var = self._vars.get(name) or self._var(name)
             except TypeError:  # an unhashable name
                 var = self._var(name)
-            ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-            stream = self._device(arr, ptr, nbytes, name, "destination") if gpu else None
-            if itemsize != var.itemsize:
-                self._itemsize_check(var, name, itemsize)
-            if type(indices) is _ndarray and indices.dtype == _INT64 and indices.ndim == 1 \
-                    and indices.flags.c_contiguous:
-                idx = indices  # the hot path: no copy, no per-element work
+            ptr = None
+            if type(arr) is _ndarray and arr.dtype in var.dtypes:  # the shortcut of get()
+                try:
+                    ptr = _from_buffer(_CHARS, arr, True)
+                    rows = len(arr)
+                except (ValueError, TypeError, BufferError):
+                    ptr = None
+            if ptr is None:
+                ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+                stream = self._device(arr, ptr, nbytes, name, "destination") if gpu else None
+                if itemsize != var.itemsize:
+                    self._itemsize_check(var, name, itemsize)
             else:
-                idx = _args.indices(indices)
-            n = idx.shape[0]
+                nbytes, gpu = len(ptr), False
+            iptr = None
+            if type(indices) is _ndarray and indices.dtype is _INT64 and indices.ndim == 1:
+                try:  # the hot path: no copy, no per-element work (from_buffer refuses non-contiguous)
+                    iptr = _from_buffer(_I64_ARRAY, indices)
+                except (ValueError, TypeError, BufferError):
+                    iptr = None
+            if iptr is None:
+                iptr = _from_buffer(_I64_ARRAY, _args.indices(indices))
+            n = len(iptr)
             if rows != n:
                 raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
         except Exception as exc:
@@ -337,12 +385,12 @@ class PyDDStore:
                 self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
             raise
         if gpu:
-            rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, address(idx), n, stream)
+            rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, iptr, n, stream)
         else:
-            rc = self._c_get_batch(h, var.cname, ptr, nbytes, address(idx), n)
+            rc = self._c_get_batch(h, var.cname, ptr, nbytes, iptr, n)
         if rc:
             self._check(rc)
-        if self._prof:
+        if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
 
@@ -356,19 +404,20 @@ class PyDDStore:
         if nbytes == 0:
             return
         self._check(self._lib.dds_register_recv(h, var.cname, ptr, nbytes))
-        self._recv[(name, ptr)] = arr
+        self._recv[(name, address(ptr))] = arr
 
     def unregister_recv(self, name, arr):
         """Undoes register_recv for the buffer starting where `arr` starts."""
         h = self._handle()
         var = self._var(name)  # UnknownVariableError for an unknown name, on every method
         ptr = extract(arr, "arr", check_dtype=False)[0]
-        if (name, ptr) not in self._recv:
+        key = (name, address(ptr))
+        if key not in self._recv:
             if self._method == 0:
                 return  # DDStore 3.0 ignores this for method 0
             raise InvalidArgumentError(f"buffer is not registered for '{name}'")
         self._check(self._lib.dds_unregister_recv(h, var.cname, ptr))
-        del self._recv[(name, ptr)]
+        del self._recv[key]
 
     # -- queries ---------------------------------------------------------------
 
@@ -381,18 +430,15 @@ class PyDDStore:
     def device_path(self, name):
         """How rows of `name` reach device buffers: "host-only" (no GPU driver,
         or GPU support off), "staged", "gpudirect" or "refused" (see docs/gpu.md)."""
-        var = self._var(name)
-        info = _lib.DdsVarInfo()
-        info.struct_size = ctypes.sizeof(info)
-        self._check(self._lib.dds_info(self._handle(), var.cname, ctypes.byref(info)))
+        info = self._info(self._var(name).cname)
         return {0: "host-only", 1: "staged", 2: "gpudirect", 3: "refused"}.get(info.device_path, "unknown")
 
     def get_profile(self, name):
         """DDStore 3.0's profile dict: C counters of `name` plus this store's Python timings."""
         var = self._var(name)
-        c = _lib.DdsCounters()
-        c.struct_size = ctypes.sizeof(c)
-        self._check(self._lib.dds_profile(self._handle(), var.cname, ctypes.byref(c)))
+        c = _ffi.new("dds_counters *")
+        c.struct_size = _ffi.sizeof("dds_counters")
+        self._check(self._lib.dds_profile(self._handle(), var.cname, c))
         return {
             "calls": c.calls,
             "rows": c.rows,

@@ -1,13 +1,22 @@
-"""Loading libddstore.so and declaring its C API for ctypes.
+"""Loading libddstore.so through cffi, with the declarations of include/ddstore.h.
 
-The declarations below mirror include/ddstore.h by hand; tests/test_signatures.py
-parses the header and fails when the two drift apart.
+The C API is declared once, by the header: pyddstore/_ffi_build.py turns it
+into cffi's out-of-line ABI module pyddstore/_ddstore_ffi.py at build time
+(setup.py; run-tests.sh for the source tree). ABI mode compiles nothing,
+at build time or at import: calls go through libffi, with cffi converting
+the arguments in C, which costs a fraction of what ctypes does
+(docs/performance.md, "The Python binding's cost per call"). In a source
+tree without the generated module, the same declarations are built from
+the header at first use (cffi parses it; still no compiler).
+
+Every call releases the GIL while C runs (cffi always does), as the ctypes
+binding before it did, so a rank waiting in a collective call for a late
+peer does not stop the process's other Python threads.
 
 Nothing here imports mpi4py or initialises MPI: loading the library only maps
 it (and libmpi) into the process.
 """
 
-import ctypes
 import ctypes.util
 import glob
 import os
@@ -15,136 +24,48 @@ import threading
 
 from ._errors import LibraryNotFoundError
 
-# -- constants --------------------------------------------------------------
 
-DDS_METHOD_MPI = 0
-DDS_METHOD_FABRIC = 1
-DDS_METHOD_SPLIT = 2
-DDS_ROLE_CORE = 0
-DDS_ROLE_EXTRA = 1
-DDS_GPU_ENV = -1
-DDS_BATCH_ENV = -1
-DDS_BATCH_COLLECTIVE = 0
-DDS_BATCH_ONESIDED = 1
-DDS_GPU_OFF = 0
-DDS_GPU_AUTO = 1
-DDS_GPU_REQUIRE = 2
-DDS_MEM_HOST = 0
-DDS_MEM_CUDA = 1
-DDS_MEM_ROCM = 2
-DDS_PATH_HOST_ONLY = 0
-DDS_PATH_STAGED = 1
-DDS_PATH_GPUDIRECT = 2
-DDS_PATH_REFUSED = 3
-# dds_fail_collective's `call`: the collective a failing rank takes part in.
-DDS_CALL_ADD = 1  # dds_add or dds_init
-DDS_CALL_GET_BATCH = 2
-DDS_CALL_REMOVE = 3
-DDS_CALL_EPOCH_BEGIN = 4
-DDS_CALL_EPOCH_END = 5
-DDS_CALL_WAIT_EXTRAS = 6
-
-# -- structs (field order and types as in ddstore.h) ------------------------
+_NO_CFFI = "pyddstore needs cffi (pip install cffi; `pip install ./python-ctypes` installs it)"
 
 
-class DdsOptions(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("method", ctypes.c_int32),
-        ("role", ctypes.c_int32),
-        ("width", ctypes.c_int32),
-        ("n_core", ctypes.c_int32),
-        ("handshake_dir", ctypes.c_char_p),
-        ("fabric_provider", ctypes.c_char_p),
-        ("fabric_iface", ctypes.c_char_p),
-        ("nic_map", ctypes.c_char_p),
-        ("gpu", ctypes.c_int32),
-        ("gpu_staging", ctypes.c_int32),
-        ("batch_mode", ctypes.c_int32),
-    ]
+def _make_ffi():
+    try:
+        from ._ddstore_ffi import ffi
+        return ffi, "generated"
+    except ImportError as exc:
+        if getattr(exc, "name", None) == "_cffi_backend":
+            raise LibraryNotFoundError(_NO_CFFI) from None
+        # Not generated (a source tree), or by a cffi this one cannot read.
+    from . import _ffi_build, _header
+    path = _header.find()
+    if path is None:
+        raise LibraryNotFoundError(
+            "pyddstore/_ddstore_ffi.py is missing and no ddstore.h is there to build it from: install the "
+            "package with pip, or run python-ctypes/pyddstore/_ffi_build.py")
+    try:
+        return _ffi_build.make_ffi(_header.read(path)), "header"
+    except ImportError:
+        raise LibraryNotFoundError(_NO_CFFI) from None
 
 
-class DdsVarInfo(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("item_size", ctypes.c_int32),
-        ("total_rows", ctypes.c_int64),
-        ("local_rows", ctypes.c_int64),
-        ("row_elems", ctypes.c_int64),
-        ("row_bytes", ctypes.c_int64),
-        ("method", ctypes.c_int32),
-        ("n_ranks", ctypes.c_int32),
-        ("transport", ctypes.c_char * 64),
-        ("node_local", ctypes.c_int32),
-        ("node_ranks", ctypes.c_int32),
-        ("device_path", ctypes.c_int32),
-    ]
+ffi, FFI_SOURCE = _make_ffi()  # FFI_SOURCE: "generated" (the built module) or "header" (parsed now)
+NULL = ffi.NULL
+# The declarations over the running program: the constants, and the names of
+# the functions (which resolve only in libddstore itself).
+_DECLARED = ffi.dlopen(None)
 
 
-class DdsCounters(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("profiling", ctypes.c_uint32),
-        ("calls", ctypes.c_uint64),
-        ("rows", ctypes.c_uint64),
-        ("bytes", ctypes.c_uint64),
-        ("rows_local", ctypes.c_uint64),
-        ("rows_remote", ctypes.c_uint64),
-        ("lock_wait_ns", ctypes.c_uint64),
-        ("mr_ns", ctypes.c_uint64),
-        ("mr_miss", ctypes.c_uint64),
-        ("read_ns", ctypes.c_uint64),
-        ("cq_ns", ctypes.c_uint64),
-        ("req_bytes_sent", ctypes.c_uint64),
-        ("req_bytes_recv", ctypes.c_uint64),
-    ]
+def __getattr__(name):
+    """The header's integer constants (DDS_METHOD_MPI, ...), without loading the library."""
+    if name.startswith("DDS_"):
+        try:
+            value = getattr(_DECLARED, name)
+        except AttributeError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-# Header struct name -> ctypes class (used by the signature test too).
-STRUCTS = {
-    "dds_options": DdsOptions,
-    "dds_var_info": DdsVarInfo,
-    "dds_counters": DdsCounters,
-}
-
-# -- functions --------------------------------------------------------------
-
-_status = ctypes.c_int  # enum dds_status
-_store = ctypes.c_void_p  # struct dds_store * (opaque)
-_str = ctypes.c_char_p
-_ptr = ctypes.c_void_p  # data buffers and index arrays go as plain addresses
-_i32, _i64, _size = ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t
-
-# name -> (restype, argtypes)
-FUNCTIONS = {
-    "dds_version": (_str, ()),
-    "dds_status_string": (_str, (_i32,)),
-    "dds_last_error": (_str, ()),
-    "dds_options_init": (_status, (ctypes.POINTER(DdsOptions),)),
-    "dds_create": (_status, (ctypes.c_int, ctypes.POINTER(DdsOptions), ctypes.POINTER(_store))),
-    "dds_destroy": (_status, (_store,)),
-    "dds_epoch_begin": (_status, (_store,)),
-    "dds_epoch_end": (_status, (_store,)),
-    "dds_join": (_status, (_store, _str)),
-    "dds_join_expect": (_status, (_store, _str, _i64, _i32)),
-    "dds_remove": (_status, (_store, _str)),
-    "dds_extra_done": (_status, (_store,)),
-    "dds_wait_extras": (_status, (_store, _i64, _i64)),
-    "dds_init": (_status, (_store, _str, _i64, _i64, _i32)),
-    "dds_add": (_status, (_store, _str, _ptr, _size, _i64, _i64, _i32)),
-    "dds_update": (_status, (_store, _str, _ptr, _size, _i64)),
-    "dds_info": (_status, (_store, _str, ctypes.POINTER(DdsVarInfo))),
-    "dds_profile": (_status, (_store, _str, ctypes.POINTER(DdsCounters))),
-    "dds_get": (_status, (_store, _str, _ptr, _size, _i64, _i64)),
-    "dds_get_batch": (_status, (_store, _str, _ptr, _size, _ptr, _i64)),
-    "dds_register_recv": (_status, (_store, _str, _ptr, _size)),
-    "dds_unregister_recv": (_status, (_store, _str, _ptr)),
-    "dds_get_stream": (_status, (_store, _str, _ptr, _size, _i64, _i64, _ptr)),
-    "dds_get_batch_stream": (_status, (_store, _str, _ptr, _size, _ptr, _i64, _ptr)),
-    "dds_pointer_kind": (_status, (_ptr, ctypes.POINTER(_i32), ctypes.POINTER(_i32))),
-    "dds_gpu_available": (_status, (ctypes.POINTER(_i32),)),
-    "dds_fail_collective": (_status, (_store, _i32, _str, _i32, _str)),
-}
 
 # -- finding the library ----------------------------------------------------
 
@@ -172,35 +93,47 @@ def candidates(environ=os.environ, package_dir=PACKAGE_DIR, system_names=SYSTEM_
     return bundled + system
 
 
+# The functions a library must have: every dds_* of the header.
+REQUIRED = tuple(sorted(n for n in dir(_DECLARED) if n.startswith("dds_")))
+
+
+# RTLD_NODELETE: cffi closes a library when its handle is collected, at the
+# latest at interpreter exit, while MPI's finalize hooks and libfabric's
+# threads may still run code of libddstore; the library stays mapped, as
+# ctypes always left it.
+_DLOPEN_FLAGS = ffi.RTLD_NOW | ffi.RTLD_LOCAL | ffi.RTLD_NODELETE
+
+
 def open_library(names):
-    """Loads the first of `names` that loads; otherwise raises LibraryNotFoundError."""
+    """Loads the first of `names` that loads and has every function of the
+    header; otherwise raises LibraryNotFoundError."""
     tried = []
     for name in names:
         try:
-            # CDLL (not PyDLL) releases the GIL for the duration of every call.
-            return ctypes.CDLL(name), name
+            lib = ffi.dlopen(name, _DLOPEN_FLAGS)
         except OSError as exc:
             tried.append(f"  {name}: {exc}")
+            continue
+        missing = [f for f in REQUIRED if not _has(lib, f)]
+        if missing:
+            raise LibraryNotFoundError(f"{name} lacks {', '.join(missing)}: is it an older libddstore?")
+        return lib, name
     hint = (
         f"set {ENV_VAR} to the path of libddstore.so, install the library on the "
-        "system search path (make install), or bundle it into the package "
-        "(see python-ctypes/README.md)"
+        "system search path (make install), or install the package with pip, which "
+        "bundles it (see python-ctypes/README.md)"
     )
     if not tried:
         tried.append("  (no candidates)")
     raise LibraryNotFoundError("could not load libddstore; tried:\n" + "\n".join(tried) + "\n" + hint)
 
 
-def declare(lib):
-    """Sets restype/argtypes of every function; a missing symbol is an error."""
-    for name, (restype, argtypes) in FUNCTIONS.items():
-        try:
-            fn = getattr(lib, name)
-        except AttributeError:
-            raise LibraryNotFoundError(f"{lib._name} lacks {name}: is it an older libddstore?") from None
-        fn.restype = restype
-        fn.argtypes = argtypes
-    return lib
+def _has(lib, name):
+    try:
+        getattr(lib, name)
+    except AttributeError:
+        return False
+    return True
 
 
 _lock = threading.Lock()
@@ -209,14 +142,14 @@ _path = None
 
 
 def load():
-    """The process-wide library handle (loaded and declared on first use)."""
+    """The process-wide library handle (loaded on first use)."""
     global _lib, _path
     if _lib is None:
         with _lock:
             if _lib is None:
                 lib, path = open_library(candidates())
                 _path = path
-                _lib = declare(lib)
+                _lib = lib
     return _lib
 
 
@@ -227,4 +160,9 @@ def library_path():
 
 def last_error(lib):
     msg = lib.dds_last_error()
-    return msg.decode("utf-8", "replace") if msg else ""
+    return ffi.string(msg).decode("utf-8", "replace") if msg else ""
+
+
+def string(ptr):
+    """A `const char *` result as str ("" for NULL)."""
+    return ffi.string(ptr).decode("utf-8", "replace") if ptr else ""

@@ -3,7 +3,6 @@ builtin) and what its message names; and the bad-input matrix of
 capi-tests/test_errors.c through pyddstore (test_matrix_*), each group
 followed by a read-back of every row."""
 
-import ctypes
 import os
 import pathlib
 import tempfile
@@ -13,7 +12,7 @@ import pytest
 
 import pyddstore as dds
 from pyddstore import _errors, _lib
-from pyddstore._buffers import address
+from pyddstore._buffers import pointer
 from helpers import RankChecks, METHODS, UNAVAILABLE, agree, handshake_dir, make_store
 
 # status -> the builtin DDStore 3.0 raises there (see docs/python.md)
@@ -38,11 +37,11 @@ BUILTIN = {
 def test_status_table_is_complete():
     lib = _lib.load()
     for status in range(1, 15):
-        assert lib.dds_status_string(status).decode().startswith("DDS_ERR_")
+        assert _lib.string(lib.dds_status_string(status)).startswith("DDS_ERR_")
         exc = _errors.error_for(status, "msg")
         assert isinstance(exc, dds.DDStoreError) and isinstance(exc, BUILTIN[status])
         assert exc.status == status and str(exc) == "msg"
-    assert lib.dds_status_string(15) == b"DDS_ERR_UNKNOWN_STATUS"
+    assert _lib.ffi.string(lib.dds_status_string(15)) == b"DDS_ERR_UNKNOWN_STATUS"
     assert isinstance(_errors.error_for(_errors.DDS_ERR_UNSUPPORTED, ""), RuntimeError)
     assert isinstance(_errors.error_for(_errors.DDS_ERR_TIMEOUT, ""), TimeoutError)
     odd = _errors.error_for(99, "boom")
@@ -181,11 +180,11 @@ class FakeGPU:
 
 def _driver():
     """(True, n) with a usable GPU driver, else (False, the library's reason)."""
-    n = ctypes.c_int32(0)
+    n = _lib.ffi.new("int32_t *", 0)
     lib = _lib.load()
-    if lib.dds_gpu_available(ctypes.byref(n)) == 0:
-        return True, n.value
-    return False, lib.dds_last_error().decode()
+    if lib.dds_gpu_available(n) == 0:
+        return True, n[0]
+    return False, _lib.last_error(lib)
 
 
 def test_fake_gpu_buffers_refused(store):
@@ -226,10 +225,10 @@ def test_fake_gpu_refused_with_gpu_off(comm, monkeypatch):
 
 def test_library_classifies_host_memory():
     lib = _lib.load()
-    kind, dev = ctypes.c_int32(-7), ctypes.c_int32(-7)
+    kind, dev = _lib.ffi.new("int32_t *", -7), _lib.ffi.new("int32_t *", -7)
     for arr in (np.zeros(16), np.zeros((1000, 1000), np.uint8)):
-        assert lib.dds_pointer_kind(address(arr), ctypes.byref(kind), ctypes.byref(dev)) == 0
-        assert (kind.value, dev.value) == (_lib.DDS_MEM_HOST, -1)
+        assert lib.dds_pointer_kind(pointer(arr), kind, dev) == 0
+        assert (kind[0], dev[0]) == (_lib.DDS_MEM_HOST, -1)
 
 
 def test_cpu_tensor_like_is_unsupported_dtype(store):
@@ -400,10 +399,19 @@ def check_library_not_found(tmp_path):
 # each group every row of "v" is read back, one by one and as one batch.
 # Calls the Python API cannot express (NULL pointers, dangling handles,
 # non-UTF-8 names, wrong byte counts) go through the library handle that
-# pyddstore itself uses, and their status becomes the same exceptions.
+# pyddstore itself uses (cffi: NULL is ffi.NULL, a buffer is pointer(arr)),
+# and their status becomes the same exceptions.
 
 ROWS, ELEMS = 4, 4  # rows per rank, float64 items per row
 RB = ELEMS * 8      # bytes per row
+
+
+NULL = _lib.NULL
+
+
+def int64s(idx):
+    """An int64 ndarray as the `const int64_t *` a raw call takes."""
+    return _lib.ffi.from_buffer("int64_t[]", idx)
 
 
 def _value(g):
@@ -464,19 +472,18 @@ def matrix(request, comm):
 
 
 def _options(lib, **fields):
-    o = _lib.DdsOptions()
-    assert lib.dds_options_init(ctypes.byref(o)) == 0
+    o = _lib.ffi.new("dds_options *")
+    assert lib.dds_options_init(o) == 0
     for k, v in fields.items():
         setattr(o, k, v)
     return o
 
 
 def _create(m, opts, out=True):
-    h = ctypes.c_void_p()
-    rc = m.lib.dds_create(m.comm.py2f(), ctypes.byref(opts) if opts is not None else None,
-                          ctypes.byref(h) if out else None)
+    h = _lib.ffi.new("dds_store **")
+    rc = m.lib.dds_create(m.comm.py2f(), opts if opts is not None else NULL, h if out else NULL)
     if rc == 0:
-        m.lib.dds_destroy(h)
+        m.lib.dds_destroy(h[0])
     m.call(rc)
 
 
@@ -511,11 +518,11 @@ def test_matrix_create(matrix, comm):
 def test_matrix_handles(matrix, comm):
     m, lib = matrix, matrix.lib
     row = np.empty((1, ELEMS), np.float64)
-    bogus = ctypes.c_void_p(0x12345670)
+    bogus = _lib.ffi.cast("dds_store *", 0x12345670)
     m.expect(dds.BadStateError, "not a live store",
-             lambda: m.call(lib.dds_get(bogus, b"v", row.ctypes.data, RB, 0, 1)))
+             lambda: m.call(lib.dds_get(bogus, b"v", pointer(row), RB, 0, 1)))
     m.expect(dds.InvalidArgumentError, "store handle is NULL",
-             lambda: m.call(lib.dds_get(None, b"v", row.ctypes.data, RB, 0, 1)))
+             lambda: m.call(lib.dds_get(NULL, b"v", pointer(row), RB, 0, 1)))
     m.expect(dds.BadStateError, "not a live store", lambda: m.call(lib.dds_epoch_begin(bogus)))
     m.expect(dds.BadStateError, "not a live store", lambda: m.call(lib.dds_destroy(bogus)))
     # Use after destroy, and destroy twice.
@@ -525,9 +532,9 @@ def test_matrix_handles(matrix, comm):
     other.free()
     m.expect(dds.BadStateError, "freed", lambda: other.get("v", row, 0))
     m.expect(dds.BadStateError, "not a live store",
-             lambda: m.call(lib.dds_get(h, b"v", row.ctypes.data, RB, 0, 1)))
+             lambda: m.call(lib.dds_get(h, b"v", pointer(row), RB, 0, 1)))
     m.expect(dds.BadStateError, "not a live store",
-             lambda: m.call(lib.dds_update(h, b"v", row.ctypes.data, RB, 0)))
+             lambda: m.call(lib.dds_update(h, b"v", pointer(row), RB, 0)))
     m.expect(dds.BadStateError, "destroyed twice", lambda: m.call(lib.dds_destroy(h)))
     other.free()  # idempotent in Python
     m.intact()
@@ -536,7 +543,7 @@ def test_matrix_handles(matrix, comm):
 def test_matrix_register(matrix, comm):
     m, lib, s, last = matrix, matrix.lib, matrix.s, comm.size - 1
     buf = np.zeros((ROWS, ELEMS), np.float64)
-    m.expect(dds.InvalidArgumentError, "name is NULL", lambda: m.call(lib.dds_init(m.h(), None, 4, 4, 8)))
+    m.expect(dds.InvalidArgumentError, "name is NULL", lambda: m.call(lib.dds_init(m.h(), NULL, 4, 4, 8)))
     m.expect(dds.InvalidArgumentError, "empty", lambda: s.init("", 4, 4, 8))
     m.expect(dds.InvalidArgumentError, "longer than 255", lambda: s.init("x" * 300, 4, 4, 8))
     m.expect(dds.InvalidArgumentError, "UTF-8", lambda: m.call(lib.dds_init(m.h(), b"bad\xff\xfe", 4, 4, 8)))
@@ -549,9 +556,9 @@ def test_matrix_register(matrix, comm):
     m.expect(dds.InvalidArgumentError, "overflows 64 bits", lambda: s.init("w", 1, 2**63 - 1, 8))
     m.expect(dds.DuplicateVariableError, "'v' already exists", lambda: s.init("v", 4, 4, 8))
     m.expect(dds.MismatchError, "data_bytes is 120",
-             lambda: m.call(lib.dds_add(m.h(), b"w", buf.ctypes.data, buf.nbytes - 8, 4, 4, 8)))
+             lambda: m.call(lib.dds_add(m.h(), b"w", pointer(buf), buf.nbytes - 8, 4, 4, 8)))
     m.expect(dds.InvalidArgumentError, "data is NULL",
-             lambda: m.call(lib.dds_add(m.h(), b"w", None, buf.nbytes, 4, 4, 8)))
+             lambda: m.call(lib.dds_add(m.h(), b"w", NULL, buf.nbytes, 4, 4, 8)))
     m.expect(dds.InvalidArgumentError, f"rank {last}: variable 'w': item size 5",
              lambda: s.init("w", 4, 4, 5 if comm.rank == last else 8))
     if comm.size > 1:
@@ -574,25 +581,25 @@ def test_matrix_read(matrix, comm):
     m.expect(dds.IndexOutOfRangeError, f"global row {n} is out of range [0, {n})", lambda: s.get("v", row, n))
     m.expect(dds.IndexOutOfRangeError, "out of range", lambda: s.get("v", row, 2**63 - 1))
     m.expect(dds.MismatchError, "destination of 31 bytes",
-             lambda: m.call(lib.dds_get(m.h(), b"v", row.ctypes.data, RB - 1, 0, 1)))
+             lambda: m.call(lib.dds_get(m.h(), b"v", pointer(row), RB - 1, 0, 1)))
     m.expect(dds.MismatchError, "need 32 bytes",
-             lambda: m.call(lib.dds_get(m.h(), b"v", two.ctypes.data, RB + 8, 0, 1)))
+             lambda: m.call(lib.dds_get(m.h(), b"v", pointer(two), RB + 8, 0, 1)))
     m.expect(dds.MismatchError, "8 bytes", lambda: s.get("v", np.empty((1, 1), np.float64), 0))
     if comm.size > 1:
         m.expect(dds.InvalidArgumentError, "cross the end of rank 0's shard", lambda: s.get("v", two, 3))
     m.expect(dds.InvalidArgumentError, "count -2 is negative",
-             lambda: m.call(lib.dds_get(m.h(), b"v", row.ctypes.data, RB, 0, -2)))
-    m.expect(dds.InvalidArgumentError, "dst is NULL", lambda: m.call(lib.dds_get(m.h(), b"v", None, RB, 0, 1)))
+             lambda: m.call(lib.dds_get(m.h(), b"v", pointer(row), RB, 0, -2)))
+    m.expect(dds.InvalidArgumentError, "dst is NULL", lambda: m.call(lib.dds_get(m.h(), b"v", NULL, RB, 0, 1)))
     m.expect(dds.InvalidArgumentError, "name is NULL",
-             lambda: m.call(lib.dds_get(m.h(), None, row.ctypes.data, RB, 0, 1)))
+             lambda: m.call(lib.dds_get(m.h(), NULL, pointer(row), RB, 0, 1)))
     m.expect(dds.MismatchError, "Invalid data type", lambda: s.get("v", np.empty((1, ELEMS), np.float32), 0))
     # Updates are local and bounds-checked.
     m.expect(dds.IndexOutOfRangeError, "rows [3, 5) of 'v' are outside", lambda: s.update("v", two, 3))
     m.expect(dds.IndexOutOfRangeError, "outside this rank's shard of 4 rows", lambda: s.update("v", row, -1))
     m.expect(dds.MismatchError, "not a whole number of 32-byte rows",
-             lambda: m.call(lib.dds_update(m.h(), b"v", row.ctypes.data, RB - 4, 0)))
+             lambda: m.call(lib.dds_update(m.h(), b"v", pointer(row), RB - 4, 0)))
     m.expect(dds.UnknownVariableError, "'nope'", lambda: s.update("nope", row, 0))
-    m.expect(dds.InvalidArgumentError, "data is NULL", lambda: m.call(lib.dds_update(m.h(), b"v", None, RB, 0)))
+    m.expect(dds.InvalidArgumentError, "data is NULL", lambda: m.call(lib.dds_update(m.h(), b"v", NULL, RB, 0)))
     m.intact()
 
 
@@ -616,19 +623,19 @@ def test_matrix_batch(matrix, comm):
     size = RB if comm.rank == 0 else 2 * RB
     if m.method == 0:
         m.expect(dds.MismatchError, "rank 0: destination of 32 bytes",
-                 lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, size, idx.ctypes.data, 2)))
+                 lambda: m.call(lib.dds_get_batch(m.h(), b"v", pointer(two), size, int64s(idx), 2)))
     elif comm.rank == 0:
         m.expect(dds.MismatchError, "destination of 32 bytes",
-                 lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, size, idx.ctypes.data, 2)))
+                 lambda: m.call(lib.dds_get_batch(m.h(), b"v", pointer(two), size, int64s(idx), 2)))
     m.expect(dds.MismatchError, "need 64 bytes",
-             lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, 2 * RB + 8, idx.ctypes.data, 2)))
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", pointer(two), 2 * RB + 8, int64s(idx), 2)))
     m.expect(dds.UnknownVariableError, "'nope'", lambda: s.get_batch("nope", two, idx))
     m.expect(dds.InvalidArgumentError, "n -1 is negative",
-             lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, 2 * RB, idx.ctypes.data, -1)))
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", pointer(two), 2 * RB, int64s(idx), -1)))
     m.expect(dds.InvalidArgumentError, "indices is NULL",
-             lambda: m.call(lib.dds_get_batch(m.h(), b"v", two.ctypes.data, 2 * RB, None, 2)))
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", pointer(two), 2 * RB, NULL, 2)))
     m.expect(dds.InvalidArgumentError, "dst is NULL",
-             lambda: m.call(lib.dds_get_batch(m.h(), b"v", None, 2 * RB, idx.ctypes.data, 2)))
+             lambda: m.call(lib.dds_get_batch(m.h(), b"v", NULL, 2 * RB, int64s(idx), 2)))
     m.expect(dds.InvalidArgumentError, "indices must be one-dimensional",
              lambda: s.get_batch("v", two, idx.reshape(2, 1)))
     m.expect(dds.InvalidArgumentError, "arr has 2 rows but 1 indices", lambda: s.get_batch("v", two, [0]))
@@ -643,20 +650,20 @@ def test_matrix_state(matrix, comm):
     m.expect(dds.BadStateError, "already open", s.epoch_begin)
     s.epoch_end()
     m.expect(dds.BadStateError, "only valid for method-2 extra members", lambda: s.join("v"))
-    m.expect(dds.InvalidArgumentError, "buf is NULL", lambda: m.call(lib.dds_register_recv(m.h(), b"v", None, 64)))
+    m.expect(dds.InvalidArgumentError, "buf is NULL", lambda: m.call(lib.dds_register_recv(m.h(), b"v", NULL, 64)))
     m.expect(dds.UnknownVariableError, "'nope'", lambda: s.register_recv("nope", buf[:2]))
     s.register_recv("v", buf[:2])
     m.expect(dds.InvalidArgumentError, "overlaps", lambda: s.register_recv("v", buf[1:3]))
     m.expect(dds.InvalidArgumentError, "is not registered for 'v'",
-             lambda: m.call(lib.dds_unregister_recv(m.h(), b"v", buf[1:].ctypes.data)))
+             lambda: m.call(lib.dds_unregister_recv(m.h(), b"v", pointer(buf[1:]))))
     s.unregister_recv("v", buf[:2])
-    info = _lib.DdsVarInfo()
+    info = _lib.ffi.new("dds_var_info *")
     m.expect(dds.InvalidArgumentError, "dds_var_info.struct_size is 0",
-             lambda: m.call(lib.dds_info(m.h(), b"v", ctypes.byref(info))))
-    m.expect(dds.InvalidArgumentError, "out is NULL", lambda: m.call(lib.dds_info(m.h(), b"v", None)))
-    counters = _lib.DdsCounters()
+             lambda: m.call(lib.dds_info(m.h(), b"v", info)))
+    m.expect(dds.InvalidArgumentError, "out is NULL", lambda: m.call(lib.dds_info(m.h(), b"v", NULL)))
+    counters = _lib.ffi.new("dds_counters *")
     m.expect(dds.InvalidArgumentError, "dds_counters.struct_size",
-             lambda: m.call(lib.dds_profile(m.h(), b"v", ctypes.byref(counters))))
+             lambda: m.call(lib.dds_profile(m.h(), b"v", counters)))
     # Messages name the function.
     err = m.expect(dds.UnknownVariableError, "'nope'", lambda: s.get("nope", buf[:1], 0))
     s._vars.pop("nope", None)

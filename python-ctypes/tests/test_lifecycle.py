@@ -1,7 +1,6 @@
 """Package surface, store lifetime, profiling, and the HydraGNN/ORBIT-2/walrus
 call patterns that are not about errors."""
 
-import ctypes
 import gc
 import os
 import subprocess
@@ -44,14 +43,17 @@ def test_package_surface():
     assert vars(dds.PyDDstoreVarinfo()) == {}
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         dds.nothing
-    assert dds.library_version() == _lib.load().dds_version().decode()
+    assert dds.library_version() == _lib.string(_lib.load().dds_version())
     assert hasattr(dds.PyDDStore, "get_batch")  # walrus tests for it this way
 
 
-def test_library_releases_the_gil():
+def test_library_is_cffi_from_the_header():
+    """The binding is cffi's (which releases the GIL around every C call, as
+    test_gil_is_released_while_waiting shows), declared by the generated module."""
     lib = _lib.load()
-    assert type(lib) is ctypes.CDLL and not isinstance(lib, ctypes.PyDLL)
-    assert not lib._func_flags_ & ctypes._FUNCFLAG_PYTHONAPI
+    assert type(lib).__module__ in ("_cffi_backend", "cffi.api"), type(lib)
+    assert _lib.FFI_SOURCE == "generated", "run python-ctypes/pyddstore/_ffi_build.py (run-tests.sh does)"
+    assert set(_lib.REQUIRED) >= {"dds_get", "dds_get_batch", "dds_create", "dds_destroy"}
 
 
 @pytest.mark.parametrize("method", METHODS)

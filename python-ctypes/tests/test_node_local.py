@@ -5,7 +5,6 @@ keeps DDStore 3.0's keys, so the test reads dds_profile itself); with
 DDSTORE_NODE_LOCAL=0 only a rank's own rows do. Method 2's core members
 (one-sided like method 1) do the same."""
 
-import ctypes
 
 import numpy as np
 import pytest
@@ -33,9 +32,9 @@ def test_rows_local_counts(comm, method, setting, monkeypatch):
     out = np.zeros((total, COLS))
     store.get_batch("nl", out, idx)
     ok = np.array_equal(out, idx[:, None] * 10.0 + np.arange(COLS))
-    c = _lib.DdsCounters()
-    c.struct_size = ctypes.sizeof(c)
-    assert store._lib.dds_profile(store._handle(), store._var("nl").cname, ctypes.byref(c)) == 0
+    c = _lib.ffi.new("dds_counters *")
+    c.struct_size = _lib.ffi.sizeof("dds_counters")
+    assert store._lib.dds_profile(store._handle(), store._var("nl").cname, c) == 0
     prof = {"rows": c.rows, "rows_local": c.rows_local, "rows_remote": c.rows_remote}
     own = int(np.count_nonzero((idx >= first) & (idx < first + ROWS)))
     want_local = own if setting == "0" else total

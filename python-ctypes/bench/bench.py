@@ -1,0 +1,297 @@
+"""The Python section of `make bench`: pyddstore reads into numpy arrays.
+
+    mpiexec -n 2 python python-ctypes/bench/bench.py --out build/bench/python.jsonl
+        [--quick] [--sizes B,B,...] [--repeats N] [--min-repeat-ms MS] [--shard-mib MIB]
+        [--groups mpi,mpi+local,...]
+
+What capi-tests/bench measures through the C API, measured again through
+pyddstore, in the same `make bench` run, so that scripts/bench-report.py can
+put the two side by side (ratios Python / C): `get` of one row and
+`get_batch` of 128 rows, into a reused numpy array, a fresh one per call
+(`numpy.empty`) and one registered with `register_recv`, for the four row
+sizes, on the store variants of the C bench that Python users meet (method
+0 and method 1 on shm, node-local reads off and on; the group labels are the
+C bench's). Every rank reads uniformly random global rows at the same time;
+a figure is microseconds per row per rank: rank 0's median over `repeats`
+timed repeats of at least `min-repeat-ms` each (min and max beside it) and
+the largest median of any rank. One more call of every path is checked row
+by row afterwards.
+
+Then the fixed cost of one call: `get` of an 8-byte row, node-local
+(method 0), as a median like the rest and as the minimum over many short
+repeats (what remains when the loaded machine leaves the process alone),
+next to the raw cffi call of dds_get with ready arguments (the library's
+own work plus cffi's) -- see docs/performance.md.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # pyddstore from this tree unless installed
+import pyddstore as dds  # noqa: E402
+from pyddstore import _lib  # noqa: E402
+
+SIZES = (3072, 12800, 204800, 1048576)
+BATCH = 128
+# label (capi-tests/bench's), method, DDSTORE_FABRIC, DDSTORE_NODE_LOCAL
+GROUPS = (
+    ("mpi", 0, None, "0"),
+    ("mpi+local", 0, None, "1"),
+    ("fabric:shm", 1, "shm", "0"),
+    ("fabric+local", 1, "shm", "1"),
+)
+DESTS = ("reused", "fresh", "registered")
+_perf = time.perf_counter
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except OSError:
+        return [None] * 3
+
+
+def make_store(comm, method, fabric, node_local):
+    """The store of a group, or (None, why) when this build cannot serve it."""
+    saved = {k: os.environ.get(k) for k in ("DDSTORE_FABRIC", "DDSTORE_NODE_LOCAL")}
+    os.environ["DDSTORE_NODE_LOCAL"] = node_local  # read by dds_create
+    if fabric:
+        os.environ["DDSTORE_FABRIC"] = fabric
+    try:
+        return dds.PyDDStore(comm, method=method), None
+    except dds.DDStoreError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def timed(comm, fn, rows_per_call, opt):
+    """Rank-0 statistics of us/row over the repeats: every rank makes the same
+    number of calls (method-0 batches are collective), enough for the slowest
+    rank's repeat to last min_repeat_ms."""
+    fn()  # warm: first-touch of destinations, registrations, caches
+    calls, min_s = 1, opt.min_repeat_ms / 1000
+    while True:
+        comm.Barrier()
+        t0 = _perf()
+        for _ in range(calls):
+            fn()
+        dt = comm.allreduce(_perf() - t0, op=MPI.MAX)
+        if dt >= min_s or calls >= 1 << 20:
+            break
+        calls = max(calls * 2, int(calls * min_s / max(dt, 1e-9) * 1.1))
+    per = []
+    for _ in range(opt.repeats):
+        comm.Barrier()
+        t0 = _perf()
+        for _ in range(calls):
+            fn()
+        per.append((_perf() - t0) * 1e6 / (calls * rows_per_call))
+    per.sort()
+    med = float(np.median(per))
+    return {"median": round(med, 4), "min": round(per[0], 4), "max": round(per[-1], 4),
+            "max_rank_median": round(comm.allreduce(med, op=MPI.MAX), 4)}, calls
+
+
+class Paths:
+    """The six timed paths of one store and row size, and their check."""
+
+    def __init__(self, comm, store, var, rows, elems, rng):
+        self.store, self.var, self.elems = store, var, elems
+        total = rows * comm.size
+        self.pool = rng.integers(0, total, size=1 << 14, dtype=np.int64)
+        self.pool_list = self.pool.tolist()  # get() takes Python ints (as training loops pass them)
+        self.cursor = 0
+        self.one = np.empty((1, elems), np.int64)
+        self.batch = np.empty((BATCH, elems), np.int64)
+        self.reg_one = np.empty((1, elems), np.int64)
+        self.reg_batch = np.empty((BATCH, elems), np.int64)
+        store.register_recv(var, self.reg_one)
+        store.register_recv(var, self.reg_batch)
+        self.last = None  # (destination, rows) of the latest call
+
+    def _next(self, n):
+        """Where the next call's n rows start in the pool (wrapping to 0)."""
+        c = self.cursor
+        if c + n > len(self.pool):
+            c = 0
+        self.cursor = c + n
+        return c
+
+    def get(self, dest):
+        s, var, e, pool = self.store, self.var, self.elems, self.pool_list
+        fixed = self.one if dest == "reused" else self.reg_one
+
+        def call():
+            c = self._next(1)
+            dst = np.empty((1, e), np.int64) if dest == "fresh" else fixed
+            s.get(var, dst, pool[c])
+            self.last = (dst, self.pool[c:c + 1])
+        return call
+
+    def get_batch(self, dest):
+        s, var, e, pool = self.store, self.var, self.elems, self.pool
+        fixed = self.batch if dest == "reused" else self.reg_batch
+
+        def call():
+            c = self._next(BATCH)
+            dst = np.empty((BATCH, e), np.int64) if dest == "fresh" else fixed
+            idx = pool[c:c + BATCH]
+            s.get_batch(var, dst, idx)
+            self.last = (dst, idx)
+        return call
+
+    def check(self, fn):
+        """Runs fn once more into a zeroed destination; True if every row is right."""
+        for d in (self.one, self.batch, self.reg_one, self.reg_batch):
+            d.fill(0)
+        fn()
+        dst, idx = self.last
+        want = idx[:, None] * self.elems + np.arange(self.elems, dtype=np.int64)
+        return bool(np.array_equal(dst, want))
+
+    def close(self):
+        self.store.unregister_recv(self.var, self.reg_one)
+        self.store.unregister_recv(self.var, self.reg_batch)
+
+
+def run_group(comm, out, label, method, fabric, node_local, opt):
+    me = comm.rank
+    for rb in opt.sizes:
+        store, why = make_store(comm, method, fabric, node_local)
+        if store is None:
+            if me == 0:
+                out.write(json.dumps({"type": "pyskip", "group": label, "reason": why}) + "\n")
+                print(f"{label:12s} skipped: {why}")
+            return
+        elems = rb // 8
+        rows = max(1, (opt.shard_mib << 20) // rb)
+        first = rows * me
+        var = f"rows{rb}"
+        data = np.arange(first * elems, (first + rows) * elems, dtype=np.int64).reshape(rows, elems)
+        store.add(var, data)
+        del data
+        paths = Paths(comm, store, var, rows, elems, np.random.default_rng(1000 * me + rb))
+        for op, batch in (("get", 1), ("get_batch", BATCH)):
+            for dest in DESTS:
+                fn = paths.get(dest) if op == "get" else paths.get_batch(dest)
+                stats, calls = timed(comm, fn, batch, opt)
+                ok = comm.allreduce(paths.check(fn), op=MPI.LAND)
+                rec = {"type": "pymeasure", "group": label, "method": method, "node_local": int(node_local),
+                       "op": op, "row_bytes": rb, "batch": batch, "dest": dest, "ranks": comm.size,
+                       "repeats": opt.repeats, "calls_per_repeat": calls, "us_per_row": stats, "verified": ok}
+                if me == 0:
+                    out.write(json.dumps(rec) + "\n")
+                    out.flush()
+                    print(f"{label:12s} {op:9s} {rb:8d} {batch:4d} {dest:10s} {stats['median']:10.3f} "
+                          f"{stats['min']:10.3f} {stats['max']:10.3f} {stats['max_rank_median']:10.3f}"
+                          + ("" if ok else "  VERIFY FAILED"))
+        paths.close()
+        comm.Barrier()
+        store.free()
+
+
+def per_call(comm, out, opt):
+    """The fixed cost of one 8-byte node-local get (method 0)."""
+    store, why = make_store(comm, 0, None, "1")
+    if store is None:
+        return
+    rows = 1 << 16
+    store.add("tiny", np.arange(rows * comm.rank, rows * (comm.rank + 1), dtype=np.int64).reshape(rows, 1))
+    pool = np.random.default_rng(7 + comm.rank).integers(0, rows * comm.size, size=1 << 12).tolist()
+    dst = np.empty((1, 1), np.int64)
+    state = [0]
+
+    def get():
+        c = state[0]
+        state[0] = (c + 1) & 4095
+        store.get("tiny", dst, pool[c])
+
+    lib, var, h = store._lib, store._var("tiny"), store._h
+    ptr = _lib.ffi.from_buffer(dst)
+
+    def raw():
+        c = state[0]
+        state[0] = (c + 1) & 4095
+        lib.dds_get(h, var.cname, ptr, 8, pool[c], 1)
+
+    for what, fn in (("get", get), ("raw", raw)):
+        stats, calls = timed(comm, fn, 1, opt)
+        best = float("inf")
+        for _ in range(opt.short_repeats):  # short repeats: some fit in one time slice
+            t0 = _perf()
+            for _ in range(300):
+                fn()
+            best = min(best, (_perf() - t0) / 300 * 1e6)
+        best = comm.allreduce(best, op=MPI.MAX)  # the slower rank's best
+        ok = True
+        if what == "get":
+            dst.fill(-1)
+            fn()
+            ok = comm.allreduce(int(dst[0, 0]) == pool[(state[0] - 1) & 4095], op=MPI.LAND)
+        if comm.rank == 0:
+            rec = {"type": "pypercall", "what": what, "row_bytes": 8, "method": 0, "node_local": 1,
+                   "ranks": comm.size, "us_per_call": stats, "best_us": round(best, 4),
+                   "calls_per_repeat": calls, "verified": ok}
+            out.write(json.dumps(rec) + "\n")
+            print(f"per call, 8-byte node-local {what:4s}: median {stats['median']:.3f} us, "
+                  f"best of short repeats {best:.3f} us" + ("" if ok else "  VERIFY FAILED"))
+    comm.Barrier()
+    store.free()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="build/bench/python.jsonl")
+    ap.add_argument("--quick", action="store_true",
+                    help="as the C bench's --quick: 3 KiB and 200 KiB rows, 4 MiB shards, 3 repeats of 2 ms")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--min-repeat-ms", type=float, default=20.0)
+    ap.add_argument("--shard-mib", type=int, default=256)
+    ap.add_argument("--groups", default=",".join(g[0] for g in GROUPS))
+    opt = ap.parse_args()
+    sizes_given = opt.sizes != ap.get_default("sizes")
+    opt.sizes = [int(x) for x in opt.sizes.split(",")]
+    opt.short_repeats = 300
+    if opt.quick:  # as capi-tests/bench --quick, so that the figures pair up
+        opt.shard_mib, opt.repeats, opt.min_repeat_ms, opt.short_repeats = 4, 3, 2.0, 10
+        if not sizes_given:
+            opt.sizes = [3072, 204800]
+    comm = MPI.COMM_WORLD
+    out = open(opt.out, "w") if comm.rank == 0 else open(os.devnull, "w")
+    t0 = time.time()
+    if comm.rank == 0:
+        out.write(json.dumps({"type": "pymeta", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "ranks": comm.size, "python": sys.version.split()[0], "numpy": np.__version__,
+                              "binding": f"cffi ({_lib.FFI_SOURCE})", "library": dds.library_path(),
+                              "loadavg_start": loadavg(), "repeats": opt.repeats,
+                              "min_repeat_ms": opt.min_repeat_ms, "shard_bytes": opt.shard_mib << 20,
+                              "quick": opt.quick}) + "\n")
+        print(f"{'group':12s} {'op':9s} {'row':>8s} {'rows':>4s} {'dest':10s} {'median':>10s} {'min':>10s} "
+              f"{'max':>10s} {'max rank':>10s}   (us per row)")
+    wanted = opt.groups.split(",")
+    for label, method, fabric, node_local in GROUPS:
+        if label in wanted:
+            run_group(comm, out, label, method, fabric, node_local, opt)
+    per_call(comm, out, opt)
+    if comm.rank == 0:
+        out.write(json.dumps({"type": "pyend", "seconds": round(time.time() - t0, 1),
+                              "loadavg_end": loadavg()}) + "\n")
+    out.close()
+
+
+if __name__ == "__main__":
+    main()
