@@ -87,7 +87,7 @@ test-c: install-test-prefix
 # Fortran tests under mpiexec.openmpi, the pkg-config consumers, a DESTDIR
 # install. See scripts/test-openmpi.sh and docs/install.md.
 .PHONY: test-openmpi
-test-openmpi: install-test-prefix $(VENV)/bin/python
+test-openmpi: install-test-prefix $(VENV)/.cffi
 	PYTHON=$(VENV)/bin/python MPICH_LIB=$(TEST_PREFIX)/lib/libddstore.so ./scripts/test-openmpi.sh $(BUILD)/openmpi
 
 # The core C tests under AddressSanitizer + UBSan (the library rebuilt with
