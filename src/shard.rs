@@ -150,7 +150,7 @@ impl Shard {
     pub fn read(&self, offset: usize, dst: *mut u8, len: usize) {
         debug_assert!(offset + len <= self.len);
         // SAFETY: in bounds; dst is a caller buffer of at least len bytes.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), dst, len) };
+        unsafe { crate::copy::copy_rows(dst, self.ptr.as_ptr().add(offset), len) };
     }
 }
 
