@@ -475,7 +475,9 @@ def markdown(R, perf_md, spread=None):
           "Peak resident memory (VmHWM) above the baseline (VmRSS after MPI_Init and dds_create); for `add`, "
           "minus the source buffer. Separate program runs (a peak cannot be reset). VmPTE: the process's page "
           "tables after dds_create and after reading every row of every rank (node-local on: every peer's segment "
-          "mapped and touched; 4 KiB pages cost 2 MiB per GiB mapped, huge pages 512 times less).", ""] + memory_table(R) + [""]
+          "mapped and touched). 4 KiB pages cost 2 MiB of page tables per GiB mapped, shared-memory huge pages 512 "
+          "times less; anonymous (heap) huge pages keep a deposited page table each on x86, so their VmPTE does not "
+          "drop (their gain is fewer TLB misses).", ""] + memory_table(R) + [""]
     an = analysis(perf_md)
     if an:
         L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "
