@@ -1,5 +1,5 @@
 //! Memory of a rank's shard: one contiguous, 64-byte aligned block owned by the
-//! store. A heap block of 2 MiB or more asks for transparent huge pages before
+//! store. A heap block of 32 MiB or more asks for transparent huge pages before
 //! it is first touched (see `advise_huge_heap`); a zero-filled one is zeroed
 //! when allocated (as the allocator's zeroed path does for this alignment), so
 //! its pages are resident from `dds_init` on.
@@ -158,12 +158,16 @@ impl Shard {
     }
 }
 
-/// Heap shards of 2 MiB or more ask for transparent huge pages (fewer page
-/// tables and TLB misses on random row reads) over their 2 MiB-aligned
-/// interior, when the kernel's THP mode for private memory is `madvise` (in
-/// `always` it needs no asking; in `never` asking does nothing).
+/// Heap shards of 32 MiB or more ask for transparent huge pages (fewer TLB
+/// misses on random row reads) over their 2 MiB-aligned interior, when the
+/// kernel's THP mode for private memory is `madvise` (in `always` it needs no
+/// asking; in `never` asking does nothing). 32 MiB is glibc's largest mmap
+/// threshold: such blocks are mappings of their own, unmapped when freed.
+/// Smaller ones may live in the shared heap, where huge pages freed in part
+/// make the RSS of a process that creates and frees stores jump in 2 MiB steps.
 fn advise_huge_heap(p: *mut u8, len: usize) {
     const HUGE: usize = 2 << 20;
+    const MIN: usize = 32 << 20;
     static MADVISE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *MADVISE.get_or_init(|| {
         let t = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
@@ -171,7 +175,7 @@ fn advise_huge_heap(p: *mut u8, len: usize) {
     });
     let start = (p as usize).next_multiple_of(HUGE);
     let end = (p as usize + len) / HUGE * HUGE;
-    if on && end > start {
+    if on && len >= MIN && end > start {
         // SAFETY: advice on whole pages inside our own allocation; failure is harmless.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
