@@ -36,7 +36,7 @@
 
 #include "bench.h"
 
-const char *const DEST_NAME[N_DEST] = {"reused", "fresh", "registered"};
+const char *const DEST_NAME[N_DEST] = {"reused", "fresh", "registered", "page+0", "page+16", "page+64"};
 bench_opts g_opt;
 _Thread_local int bench_tid;
 static int g_me, g_np;
@@ -63,6 +63,28 @@ void *xmalloc(size_t n) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return p;
+}
+
+/* Bytes past a page boundary where a page+N destination starts; -1 for the
+ * others (malloc's own alignment). */
+static int dest_page_offset(int dest) {
+  return dest == DEST_PAGE0 ? 0 : dest == DEST_PAGE16 ? 16 : dest == DEST_PAGE64 ? 64 : -1;
+}
+
+static char *dest_alloc(int dest, size_t bytes) {
+  int off = dest_page_offset(dest);
+  if (off < 0) return xmalloc(bytes);
+  void *p = NULL;
+  if (posix_memalign(&p, 4096, bytes + 4096) != 0) {
+    fprintf(stderr, "bench rank %d: out of memory (%zu bytes, page-aligned)\n", g_me, bytes + 4096);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return (char *)p + off;
+}
+
+static void dest_free(int dest, char *p) {
+  int off = dest_page_offset(dest);
+  free(p && off > 0 ? p - off : p);
 }
 
 double now_s(void) {
@@ -350,7 +372,7 @@ typedef struct {
   int nfloors, nprimary;
 } group_item;
 
-enum { MAX_GROUP = 16 };
+enum { MAX_GROUP = 24 }; /* the batch-128 group: floors, dds_get, six destinations */
 
 static int64_t advance(const bench_ctx *c, int64_t cursor, int batch) {
   cursor += batch;
@@ -481,7 +503,7 @@ static void prepare(bench_ctx *c, group_item *it) {
     /* Threads start far apart in the pool: different random rows. */
     it->cursor[t] = t * (c->pool_len / n);
     if (p->dest == DEST_FRESH) continue;
-    it->reused[t] = xmalloc(bytes);
+    it->reused[t] = dest_alloc(p->dest, bytes);
     memset(it->reused[t], 0, bytes); /* fault the pages in before timing */
     if (p->dest == DEST_REGISTERED) TRY(dds_register_recv(p->store, p->var, it->reused[t], bytes));
     if (floors_fi_is(p->fn)) floors_fi_pin(c, t, it->reused[t], bytes); /* pre-registered, as a floor should be */
@@ -521,7 +543,7 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
   for (int t = 0; t < nthreads(p); t++) {
     if (p->dest == DEST_REGISTERED) TRY(dds_unregister_recv(p->store, p->var, it->reused[t]));
     if (floors_fi_is(p->fn) && it->reused[t]) floors_fi_pin(c, t, NULL, 0);
-    free(it->reused[t]);
+    dest_free(p->dest, it->reused[t]);
   }
 
   int n = g_opt.repeats;
@@ -845,7 +867,7 @@ static void run_method(bench_ctx *c, const bench_method *m) {
     for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &g, m->floors[t], 0, dest, 1);
   }
   if (do_store)
-    for (int dest = 0; dest < N_DEST; dest++)
+    for (int dest = 0; dest <= DEST_REGISTERED; dest++)
       add_item(&g, (bench_path){m->label, "store", "get", 1, dest, ORDER_REQUEST, store_get, &st, s, var, 1}, -1);
   for (int k = 0; k < n_thr; k++) { /* reused destinations, one per thread */
     for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &g, m->floors[t], 0, DEST_REUSED, THREADS[k]);

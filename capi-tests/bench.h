@@ -17,8 +17,11 @@ extern _Thread_local int bench_tid;
 
 typedef struct bench_fi bench_fi; /* bench_fabric.c */
 
-/* Destinations of a read. */
-enum { DEST_REUSED, DEST_FRESH, DEST_REGISTERED, N_DEST };
+/* Destinations of a read: reused (one malloc'd buffer), fresh (malloc per
+ * call), registered (dds_register_recv), and reused buffers that start 0, 16
+ * or 64 bytes past a page boundary (numpy's large arrays start at +16; the
+ * library's copy must not depend on it; docs/performance.md "Row copies"). */
+enum { DEST_REUSED, DEST_FRESH, DEST_REGISTERED, DEST_PAGE0, DEST_PAGE16, DEST_PAGE64, N_DEST };
 extern const char *const DEST_NAME[N_DEST];
 
 /* Which rows a path leaves in its destination, for the verification: the

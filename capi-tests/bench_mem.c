@@ -11,13 +11,17 @@
  * Baseline = VmRSS after MPI_Init and dds_create, before any buffer exists.
  * --mem-node-local 0|1 sets DDSTORE_NODE_LOCAL (shard on the heap or in a
  * shared-memory segment, whose pages also count in VmRSS/VmHWM).
- * Afterwards rows of every rank are read back and checked. */
+ * Afterwards rows of every rank are read back and checked, then every row of
+ * every rank is read, and the page tables of the process (VmPTE) are
+ * reported: with node-local reads on, every same-node peer's segment is
+ * mapped and touched by then (4 KiB pages: 2 MiB of page tables per GiB;
+ * huge pages where the kernel grants them: docs/node-local.md). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
-/* A field of /proc/self/status in bytes ("VmRSS", "VmHWM"). */
+/* A field of /proc/self/status in bytes ("VmRSS", "VmHWM", "VmPTE"). */
 static int64_t status_bytes(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
@@ -47,7 +51,8 @@ int mem_check(FILE *out) {
   if (g_opt.mem_node_local >= 0) setenv("DDSTORE_NODE_LOCAL", g_opt.mem_node_local ? "1" : "0", 1);
   TRY(dds_create_comm(MPI_COMM_WORLD, NULL, &s));
   MPI_Barrier(MPI_COMM_WORLD);
-  int64_t base = status_bytes("VmRSS"), hwm0 = status_bytes("VmHWM"), source = 0, extra, limit;
+  int64_t base = status_bytes("VmRSS"), hwm0 = status_bytes("VmHWM"), pte0 = status_bytes("VmPTE"), source = 0, extra,
+          limit;
   double secs = 0, t0;
   if (add) {
     char *src = xmalloc((size_t)bytes);
@@ -91,12 +96,15 @@ int mem_check(FILE *out) {
       bad += check_rows(row, &want[i], 1, rb);
     }
   }
+  /* Every row of every rank (after the peak was taken): all mappings touched. */
+  for (int64_t g = 0; g < rows * np; g++) TRY(dds_get(s, "mem", row, (size_t)rb, g, 1));
+  int64_t pte = status_bytes("VmPTE");
   free(row);
   TRY(dds_epoch_end(s));
   TRY(dds_destroy(s));
 
-  enum { NV = 8 };
-  int64_t mine[NV] = {base, extra, rss_after, source, bad, hwm0, (int64_t)(secs * 1e6), info.node_local};
+  enum { NV = 10 };
+  int64_t mine[NV] = {base, extra, rss_after, source, bad, hwm0, (int64_t)(secs * 1e6), info.node_local, pte0, pte};
   int64_t *all = me == 0 ? xmalloc(sizeof mine * (size_t)np) : NULL;
   MPI_Gather(mine, NV, MPI_INT64_T, all, NV, MPI_INT64_T, 0, MPI_COMM_WORLD);
   int rc = 0;
@@ -109,14 +117,16 @@ int mem_check(FILE *out) {
               "{\"type\":\"memory\",\"mode\":\"%s\",\"node_local\":%d,\"rank\":%d,\"ranks\":%d,\"shard_bytes\":%lld,\"chunk_bytes\":%lld,"
               "\"baseline_rss\":%lld,\"hwm_before\":%lld,\"source_bytes\":%lld,\"extra_peak_bytes\":%lld,"
               "\"rss_after_bytes\":%lld,\"limit_bytes\":%lld,\"ratio_to_shard\":%.4f,\"met\":%s,\"seconds\":%.3f,"
-              "\"verified\":%s}\n",
+              "\"vm_pte_baseline\":%lld,\"vm_pte_bytes\":%lld,\"verified\":%s}\n",
               g_opt.mem_mode, (int)v[7], q, np, (long long)bytes, add ? 0LL : (long long)chunk_bytes, (long long)v[0],
               (long long)v[5], (long long)v[3], (long long)v[1], (long long)v[2], (long long)limit,
-              (double)v[1] / (double)bytes, met ? "true" : "false", (double)v[6] * 1e-6, v[4] ? "false" : "true");
-      printf("memory %-7s node_local %d rank %d: shard %.0f MiB%s: peak above baseline%s %.1f MiB (%.3fx shard), limit %.1f MiB: %s%s\n",
+              (double)v[1] / (double)bytes, met ? "true" : "false", (double)v[6] * 1e-6, (long long)v[8],
+              (long long)v[9], v[4] ? "false" : "true");
+      printf("memory %-7s node_local %d rank %d: shard %.0f MiB%s: peak above baseline%s %.1f MiB (%.3fx shard), limit %.1f MiB: "
+             "%s; VmPTE %.0f KiB after reading every row (%.0f KiB before)%s\n",
              g_opt.mem_mode, (int)v[7], q, bytes / 1048576.0, add ? "" : " + chunk", add ? " minus source" : "",
-             v[1] / 1048576.0, (double)v[1] / (double)bytes, limit / 1048576.0, met ? "met" : "MISSED",
-             v[4] ? ", VERIFY FAILED" : "");
+             v[1] / 1048576.0, (double)v[1] / (double)bytes, limit / 1048576.0, met ? "met" : "MISSED", v[9] / 1024.0,
+             v[8] / 1024.0, v[4] ? ", VERIFY FAILED" : "");
     }
     fflush(out);
     free(all);

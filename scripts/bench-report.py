@@ -33,6 +33,12 @@ GROUP_NOTE = {
 }
 MEM_SLACK = 0.05
 BATCH = 128
+# Destination kinds, in the benchmark's order (capi-tests/bench.h).
+DESTS = ["reused", "fresh", "registered", "page+0", "page+16", "page+64"]
+# The reused destinations compared across offsets, the row size and target.
+OFFSET_DESTS = ["reused", "page+0", "page+16", "page+64"]
+OFFSET_ROW = 204800
+OFFSET_TARGET = 1.2
 
 
 def threads(m):
@@ -236,6 +242,13 @@ def targets(R):
                     rows.append((f"mpi: dds_get_batch ({BATCH}) ≤ {TARGET}x raw MPI_Alltoallv", size_name(rb),
                                  f"{r:.2f}x ({fmt(b['us_per_row']['median'])} vs "
                                  f"{fmt(R.med('mpi-alltoallv', rb, BATCH, group=meth))} us/row)", r <= TARGET, r))
+    for meth in R.methods:
+        got, r = offset_rows(R, meth, OFFSET_ROW)
+        if r is not None:
+            lo, hi = min(got, key=got.get), max(got, key=got.get)
+            rows.append((f"{meth}: dds_get_batch ({BATCH}) across destination offsets, worst/best ≤ {OFFSET_TARGET}x",
+                         size_name(OFFSET_ROW),
+                         f"{r:.2f}x ({fmt(got[hi])} us/row at {hi} vs {fmt(got[lo])} at {lo})", r <= OFFSET_TARGET, r))
     for mode, what in (("add", "dds_add peak ≤ shard + 5%"), ("chunked", "dds_init + dds_update peak ≤ shard + chunk + 5%")):
         for nl in sorted({m.get("node_local", -1) for m in R.mem if m["mode"] == mode}):
             recs = [m for m in R.mem if m["mode"] == mode and m.get("node_local", -1) == nl]
@@ -255,7 +268,7 @@ def row_table(R, rb, group):
     keep = [m for m in R.meas if m["row_bytes"] == rb and m.get("group") == group and m["batch"] in (1, BATCH)]
     # single ops before batches, one thread before several, floors before the store
     keep.sort(key=lambda m: (m["batch"], m["op"] != "get", threads(m), m["kind"] == "store", m["path"],
-                             ["reused", "fresh", "registered"].index(m["dest"])))
+                             DESTS.index(m["dest"])))
     for m in keep:
         u = m["us_per_row"]
         path = m["path"] if m["kind"] == "floor" else "**store**"
@@ -297,6 +310,28 @@ def sweep_table(R):
     return out
 
 
+def offset_rows(R, meth, rb):
+    """dds_get_batch ({BATCH} rows) of `meth` at `rb` into each reused
+    destination kind: {dest: us/row}, and worst/best over them (None when
+    fewer than two were measured)."""
+    got = {d: R.med("store", rb, BATCH, dest=d, method=meth, op="get_batch") for d in OFFSET_DESTS}
+    got = {d: v for d, v in got.items() if v is not None}
+    return got, (max(got.values()) / min(got.values()) if len(got) > 1 else None)
+
+
+def offset_table(R):
+    out = [f"| group | row size | " + " | ".join(OFFSET_DESTS) + " | worst/best |",
+           "|---|---|" + "---:|" * (len(OFFSET_DESTS) + 1)]
+    for meth in R.methods:
+        for rb in R.sizes:
+            got, r = offset_rows(R, meth, rb)
+            if r is None:
+                continue
+            cells = " | ".join(fmt(got.get(d)) for d in OFFSET_DESTS)
+            out.append(f"| {meth} | {size_name(rb)} | {cells} | {ratio_txt(r, r <= OFFSET_TARGET)} |")
+    return out
+
+
 def thread_table(R):
     """Method-1 reads with 1, 2 and 4 reader threads per rank: per-row time
     (wall time of a repeat / rows of every thread), the floor timed with the
@@ -332,14 +367,15 @@ def thread_table(R):
 def memory_table(R):
     if not R.mem:
         return ["(not run)"]
-    out = ["| mode | node-local | rank | shard | chunk | baseline RSS | peak above baseline (minus source) | limit | x shard | met | time in the calls |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    out = ["| mode | node-local | rank | shard | chunk | baseline RSS | peak above baseline (minus source) | limit | x shard | met | time in the calls | VmPTE before / after reading every row |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for m in R.mem:
         nl = {1: "on", 0: "off"}.get(m.get("node_local"), "?")
         out.append(f"| {m['mode']} | {nl} | {m['rank']} | {size_name(m['shard_bytes'])} | "
                    f"{size_name(m['chunk_bytes']) if m['chunk_bytes'] else '–'} | {m['baseline_rss'] / 2**20:.1f} MiB | "
                    f"{m['extra_peak_bytes'] / 2**20:.1f} MiB | {m['limit_bytes'] / 2**20:.1f} MiB | "
-                   f"{m['ratio_to_shard']:.3f} | {'yes' if m['met'] else '**no**'} | {m['seconds']:.2f} s |")
+                   f"{m['ratio_to_shard']:.3f} | {'yes' if m['met'] else '**no**'} | {m['seconds']:.2f} s | "
+                   + (f"{m['vm_pte_baseline'] / 1024:.0f} / {m['vm_pte_bytes'] / 1024:.0f} KiB |" if "vm_pte_bytes" in m else "– |"))
     return out
 
 
@@ -499,7 +535,8 @@ def markdown(R, perf_md, spread=None, py=None):
     L += ["## Per row size", "",
           "Microseconds per row per rank: rank 0's median over the repeats, its min and max, and the largest "
           "median of any rank. Floors read the same rows with the same transport and no store logic. "
-          "Destinations: reused (one buffer), fresh (malloc per call), registered (`dds_register_recv`).", ""]
+          "Destinations: reused (one buffer), fresh (malloc per call), registered (`dds_register_recv`), "
+          "page+N (one buffer starting N bytes past a page boundary).", ""]
     for rb in R.sizes:
         L += [f"### {size_name(rb)} rows ({rb} bytes)", ""]
         for grp in R.methods:
@@ -519,10 +556,20 @@ def markdown(R, perf_md, spread=None, py=None):
           "with more threads is a higher throughput per rank). The floor is the same raw-transport floor read by "
           "the same number of threads (sharing one endpoint), timed in the same group. The targets above use one "
           "thread.", ""] + thread_table(R) + [""]
+    L += ["## dds_get_batch at 200 KiB across destination offsets", "",
+          f"Microseconds per row of `dds_get_batch` ({BATCH} rows, rank 0's median) into one reused destination that "
+          "starts 0, 16 or 64 bytes past a page boundary (numpy's large arrays start at +16), or where malloc put "
+          f"it (reused); worst/best over them, target ≤ {OFFSET_TARGET}x at {size_name(OFFSET_ROW)}. Node-local rows "
+          "come from page-aligned shard rows; see performance.md (\"Row copies\") for why the offset mattered.", ""]
+    L += offset_table(R) + [""]
     L += ["## Batch sweep", ""] + sweep_table(R) + [""]
     L += ["## Memory", "",
           "Peak resident memory (VmHWM) above the baseline (VmRSS after MPI_Init and dds_create); for `add`, "
-          "minus the source buffer. Separate program runs (a peak cannot be reset).", ""] + memory_table(R) + [""]
+          "minus the source buffer. Separate program runs (a peak cannot be reset). VmPTE: the process's page "
+          "tables after dds_create and after reading every row of every rank (node-local on: every peer's segment "
+          "mapped and touched). 4 KiB pages cost 2 MiB of page tables per GiB mapped, shared-memory huge pages 512 "
+          "times less; anonymous (heap) huge pages keep a deposited page table each on x86, so their VmPTE does not "
+          "drop (their gain is fewer TLB misses).", ""] + memory_table(R) + [""]
     if py:
         L += python_section(R, py)
     an = analysis(perf_md)

@@ -19,6 +19,7 @@ pub mod backend;
 #[allow(non_camel_case_types, clippy::missing_safety_doc)]
 pub mod capi;
 pub mod config;
+pub mod copy;
 pub mod error;
 pub mod gpu;
 pub mod layout;

@@ -14,6 +14,7 @@ use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
 use crate::backend::rma::{self, BatchMode, GetOp, RmaVar, Scratch, Source};
 use crate::config::Config;
+use crate::copy::copy_rows;
 use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
@@ -401,7 +402,7 @@ impl Store {
             if let Some(base) = direct {
                 // This rank's shard or a same-node peer's: one copy.
                 // SAFETY: the rows lie inside the owner's shard (checked above).
-                unsafe { std::ptr::copy_nonoverlapping(base.add(offset as usize), dst, dst_bytes) };
+                unsafe { copy_rows(dst, base.add(offset as usize), dst_bytes) };
                 t.lap(&v.counters.read_ns);
             } else {
                 match &v.transport {
@@ -530,7 +531,7 @@ impl Store {
             if let Some(base) = v.near.src(owner) {
                 // This rank's shard or a same-node peer's: one copy.
                 // SAFETY: the row lies inside the owner's shard.
-                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), at, rb) };
+                unsafe { copy_rows(at, base.add(local as usize * rb), rb) };
                 local_rows += 1;
             } else {
                 // Rows adjacent at the owner and in dst (sorted runs) become one read.
@@ -573,7 +574,7 @@ impl Store {
             let at = unsafe { dst.add(i * rb) };
             if let Some(base) = v.near.src(owner) {
                 // SAFETY: the row lies inside the owner's shard.
-                unsafe { std::ptr::copy_nonoverlapping(base.add(local as usize * rb), at, rb) };
+                unsafe { copy_rows(at, base.add(local as usize * rb), rb) };
                 local_rows += 1;
             } else {
                 let offset = local as u64 * v.row_bytes;

@@ -260,6 +260,46 @@ fn shm_avail() -> Option<u128> {
     }
 }
 
+/// Every rank maps every same-node peer's segment, so with 4 KiB pages its
+/// page tables hold 2 MiB per GiB of the node's shards (0.2%). Huge pages
+/// cut that 512-fold, and speed random row copies (fewer TLB misses). We ask
+/// for transparent huge pages (`MADV_HUGEPAGE`) on the owner's and the
+/// peers' mappings of segments of at least 2 MiB, when the kernel's policy
+/// for shared memory lets the advice count: `shmem_enabled` or /dev/shm's
+/// `huge=` mount option set to `advise`, `within_size` or `always` (or
+/// `force`), and not `deny`. Otherwise nothing is asked and 4 KiB pages are
+/// used, as is the case when the advice is refused.
+fn advise_huge(p: *mut libc::c_void, len: usize) {
+    const HUGE: usize = 2 << 20;
+    if len >= HUGE && shmem_thp_allowed() {
+        // SAFETY: advice on a mapping of len bytes we just made; failure is harmless.
+        unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
+    }
+}
+
+/// The kernel's shared-memory THP policy lets `MADV_HUGEPAGE` take effect
+/// (read once; see `advise_huge`).
+pub fn shmem_thp_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| {
+        let sysfs = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").unwrap_or_default();
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        thp_policy_allows(&sysfs, &mounts)
+    })
+}
+
+/// `sysfs`: the text of `shmem_enabled` (the mode in brackets); `mounts`:
+/// /proc/self/mounts, whose /dev/shm line may carry `huge=`.
+fn thp_policy_allows(sysfs: &str, mounts: &str) -> bool {
+    let mode = sysfs.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']'));
+    let mount = mounts
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("/dev/shm"))
+        .find_map(|l| l.split_whitespace().nth(3)?.split(',').find_map(|o| o.strip_prefix("huge=")));
+    let yes = |m: Option<&str>| matches!(m, Some("advise" | "within_size" | "always" | "force"));
+    mode != Some("deny") && (yes(mode) || yes(mount))
+}
+
 fn segment_name(id: (i64, i64)) -> CString {
     CString::new(format!("/ddstore.{}.{}", id.0, id.1)).expect("no NUL in a formatted name")
 }
@@ -315,6 +355,7 @@ impl Segment {
                     return fail(fd);
                 }
                 libc::close(fd);
+                advise_huge(p, len);
                 return Some(Segment { ptr: NonNull::new_unchecked(p.cast()), name, id });
             }
         }
@@ -352,6 +393,7 @@ impl Mapping {
             if p == libc::MAP_FAILED {
                 return None;
             }
+            advise_huge(p, len);
             Some(Mapping { ptr: NonNull::new_unchecked(p.cast()), len })
         }
     }
@@ -367,6 +409,43 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_page_policy_follows_sysfs_and_the_dev_shm_mount() {
+        let shm = |opts: &str| format!("proc /proc proc rw 0 0\ntmpfs /dev/shm tmpfs {opts} 0 0\n");
+        for (sysfs, opts, want) in [
+            ("always within_size advise [never] deny force", "rw,relatime", false),
+            ("always within_size [advise] never deny force", "rw,relatime", true),
+            ("[always] within_size advise never deny force", "rw", true),
+            ("always [within_size] advise never deny force", "rw", true),
+            ("always within_size advise never deny [force]", "rw", true),
+            ("always within_size advise [never] deny force", "rw,huge=advise", true),
+            ("always within_size advise [never] deny force", "rw,huge=never", false),
+            ("always within_size advise never [deny] force", "rw,huge=always", false),
+            ("", "rw", false),
+            ("", "rw,size=1g,huge=within_size", true),
+        ] {
+            assert_eq!(thp_policy_allows(sysfs, &shm(opts)), want, "{sysfs} / {opts}");
+        }
+        // Another mount's huge= option does not count.
+        assert!(!thp_policy_allows("[never]", "tmpfs /run tmpfs rw,huge=always 0 0\n"));
+    }
+
+    #[test]
+    fn huge_segments_are_readable_by_a_peer_mapping() {
+        // Large enough for the advice (whether the kernel grants it or not,
+        // the bytes must be the same through both mappings).
+        let len = 6 << 20;
+        let s = Shard::shared(len, None).expect("shared memory on the test machine");
+        s.write(len - 3, b"end");
+        s.write(3 << 20, b"mid");
+        let m = Mapping::open(s.shm_id().unwrap(), len).unwrap();
+        // SAFETY: a read-only mapping of len bytes.
+        let view = unsafe { std::slice::from_raw_parts(m.ptr.as_ptr(), len) };
+        assert_eq!(&view[len - 3..], b"end");
+        assert_eq!(&view[3 << 20..(3 << 20) + 3], b"mid");
+        assert!(view[..3 << 20].iter().all(|&b| b == 0));
+    }
 
     #[test]
     fn segment_is_zeroed_shared_and_unlinked() {

@@ -31,6 +31,7 @@
 use std::os::raw::c_int;
 
 use crate::backend::local::Near;
+use crate::copy::copy_rows;
 use crate::error::{bail, Result};
 use crate::layout::{round_slice, rows_per_round, Layout};
 use crate::mpi::{exclusive_prefix, Comm, Datatype, Window};
@@ -267,7 +268,7 @@ pub unsafe fn copy_direct(src: &Source, dst: *mut u8, scratch: &Scratch) {
     for (&i, &from) in scratch.direct_at.iter().zip(&scratch.direct_src) {
         // SAFETY: `from` is a row inside a shard this rank maps (plan); dst
         // holds the batch's rows.
-        unsafe { std::ptr::copy_nonoverlapping(from as *const u8, dst.add(i * rb), rb) };
+        unsafe { copy_rows(dst.add(i * rb), from as *const u8, rb) };
     }
 }
 
@@ -374,10 +375,13 @@ pub unsafe fn exchange(
         // the order asked; requesters receive them grouped by owner.
         send.clear();
         send.reserve(asked * rb);
-        for &row in ridx.iter() {
-            // SAFETY: row is inside this rank's shard (checked above).
-            send.extend_from_slice(unsafe { std::slice::from_raw_parts(base.add(row as usize * rb), rb) });
+        for (k, &row) in ridx.iter().enumerate() {
+            // SAFETY: row is inside this rank's shard (checked above); send
+            // has room for the asked rows.
+            unsafe { copy_rows(send.as_mut_ptr().add(k * rb), base.add(row as usize * rb), rb) };
         }
+        // SAFETY: the loop wrote all asked * rb bytes.
+        unsafe { send.set_len(asked * rb) };
         // A run of consecutive destination rows already grouped by owner
         // lands in place; anything else is staged and put in order after.
         let recv_base = if sorted && hi > lo {
@@ -393,7 +397,7 @@ pub unsafe fn exchange(
             for (pos, &j) in perm.iter().enumerate() {
                 // SAFETY: position pos of the staging buffer holds a row MPI
                 // wrote; at[j] is a row of the destination.
-                unsafe { std::ptr::copy_nonoverlapping(recv_base.add(pos * rb), dst.add(at[j] * rb), rb) };
+                unsafe { copy_rows(dst.add(at[j] * rb), recv_base.add(pos * rb), rb) };
             }
         }
     }
