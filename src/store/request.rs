@@ -43,6 +43,8 @@ const ONESIDED_THREADS: usize = 2;
 
 type Job = Box<dyn FnOnce() -> Result<()> + Send>;
 type Finish = Box<dyn FnOnce() -> Result<()> + Send>;
+/// A start's checked indices and where its rows land.
+type Target<'a> = (&'a [i64], (Dst, Option<Finish>));
 
 /// Completion of one request: its result, once known.
 #[derive(Default)]
@@ -266,7 +268,7 @@ impl Store {
         self: &Arc<Self>,
         name: &str,
         dst_bytes: usize,
-        target: Result<(&[i64], (Dst, Option<Finish>))>,
+        target: Result<Target>,
     ) -> Result<Request> {
         if self.async_comm.is_none() {
             bail!(Internal, "method-0 store without a request communicator");
