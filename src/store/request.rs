@@ -264,12 +264,7 @@ impl Store {
     }
 
     /// Method 0, collective mode: agree now, exchange on the collective lane.
-    fn start_collective(
-        self: &Arc<Self>,
-        name: &str,
-        dst_bytes: usize,
-        target: Result<Target>,
-    ) -> Result<Request> {
+    fn start_collective(self: &Arc<Self>, name: &str, dst_bytes: usize, target: Result<Target>) -> Result<Request> {
         if self.async_comm.is_none() {
             bail!(Internal, "method-0 store without a request communicator");
         }
