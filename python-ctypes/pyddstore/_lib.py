@@ -144,6 +144,10 @@ FUNCTIONS = {
     "dds_pointer_kind": (_status, (_ptr, ctypes.POINTER(_i32), ctypes.POINTER(_i32))),
     "dds_gpu_available": (_status, (ctypes.POINTER(_i32),)),
     "dds_fail_collective": (_status, (_store, _i32, _str, _i32, _str)),
+    "dds_get_batch_start": (_status, (_store, _str, _ptr, _size, _ptr, _i64, ctypes.POINTER(_ptr))),
+    "dds_request_test": (_status, (_ptr, ctypes.POINTER(ctypes.c_int))),
+    "dds_request_wait": (_status, (_ptr,)),
+    "dds_request_free": (_status, (_ptr,)),
 }
 
 # -- finding the library ----------------------------------------------------
