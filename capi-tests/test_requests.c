@@ -192,6 +192,29 @@ static void from_threads(dds_store *s, int64_t total) {
   EXPECT(ok);
 }
 
+static void step(const double *rows) { (void)rows; usleep(2000); } /* the model's work */
+
+/* The documented pattern (docs/c-api.md): read batch s + 1 while batch s is used. */
+static void double_buffered(dds_store *s, int64_t total) {
+  enum { STEPS = 6 };
+  static int64_t order[STEPS][B];
+  static double bufs[2][B * ELEMS];
+  for (int k = 0; k < STEPS; k++) batch_of(400 + k, 0, order[k], B, total);
+  int good = 1;
+  // [snippet:c-overlap]
+  dds_request *req;
+  CHECK(dds_get_batch_start(s, "v", bufs[0], sizeof bufs[0], order[0], B, &req));
+  for (int k = 0; k < STEPS; k++) {
+    CHECK(dds_request_wait(req)); /* the rows of batch k are in bufs[k % 2] */
+    if (k + 1 < STEPS)            /* start batch k + 1 ... */
+      CHECK(dds_get_batch_start(s, "v", bufs[(k + 1) % 2], sizeof bufs[0], order[k + 1], B, &req));
+    step(bufs[k % 2]); /* ... while batch k is used */
+    good = good && t_rows_ok(bufs[k % 2], B, ELEMS, ITEM, 5, order[k], 0);
+  }
+  // [end-snippet]
+  EXPECT(good);
+}
+
 /* dds_destroy with requests in flight waits for them; their handles stay
  * valid and report the reads' status; one is abandoned with free. */
 static void destroy_in_flight(void) {
@@ -226,6 +249,7 @@ int main(int argc, char **argv) {
   many_in_flight(s, total);
   completes_without_caller(s, total);
   errors_at_start(s, total);
+  double_buffered(s, total);
   if (!t_batch_collective()) from_threads(s, total);
   /* A registry change after requests: add drains them first. */
   dds_request *r = NULL;

@@ -61,6 +61,8 @@ for m in $methods; do
         run "free_after_finalize.py, method $m, $n rank(s)" \
             env PYDDSTORE_TEST_METHOD="$m" "$MPIEXEC" -n "$n" "$PYTHON" tests/scripts/free_after_finalize.py
     done
+    # [docs] Overlapping reads with compute (docs/pytorch.md).
+    run "overlap.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/overlap.py
 done
 
 # [docs] The Python quick start (docs/quickstart-python.md), run as the page says.
