@@ -176,6 +176,7 @@ bench: deps install-test-prefix $(VENV)/bin/python
 	for nl in 1 0; do for mode in add chunked; do \
 	  mpiexec -n 2 $(BUILD)/capi-tests/bench --mem $$mode --mem-node-local $$nl \
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
+	mpiexec -n 2 $(BUILD)/capi-tests/bench --overlap --out $(BUILD)/bench/results.jsonl --append
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --md docs/results.md --png docs/results.png
 
 clean:
