@@ -38,12 +38,17 @@ class BatchRequest:
 
     def done(self):
         """True once the read has completed (wait() then returns at once)."""
-        with self._lock:
-            if self._req is None:
+        # No lock: a wait in another thread holds it until the rows are in.
+        req = self._req
+        if req is None:
+            return True
+        flag = ctypes.c_int(0)
+        rc = self._lib.dds_request_test(req, ctypes.byref(flag))
+        if rc:
+            if self._req is None:  # waited for (and released) meanwhile
                 return True
-            flag = ctypes.c_int(0)
-            self._store._check(self._lib.dds_request_test(self._req, ctypes.byref(flag)))
-            return bool(flag.value)
+            self._store._check(rc)
+        return bool(flag.value)
 
     def wait(self):
         """Waits for the rows (the GIL is released meanwhile); raises the read's error.

@@ -176,3 +176,16 @@ def test_async_index_boundaries(kstore, comm):
             assert problem is None, problem
 
     prop()
+
+
+def test_done_while_another_thread_waits(kstore, comm):
+    """done() never blocks, even while another thread is in wait()."""
+    total = ROWS * comm.size
+    out = np.zeros((total, COLS), np.int64)
+    req = kstore.get_batch_async("p", out, np.arange(total))
+    waiter = threading.Thread(target=req.wait)
+    waiter.start()
+    seen = [req.done() for _ in range(50)]
+    waiter.join()
+    assert req.done() and all(isinstance(d, bool) for d in seen)
+    np.testing.assert_array_equal(out, formula(np.arange(total)))
