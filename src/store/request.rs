@@ -343,3 +343,63 @@ fn copy_to_device(dev: i32, dst: *mut u8, rows: &[u8]) -> Result<()> {
 fn copy_to_device(_dev: i32, _dst: *mut u8, _rows: &[u8]) -> Result<()> {
     bail!(Internal, "a CUDA destination in a build without CUDA")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// The collective lane runs its jobs one at a time, in submission order.
+    #[test]
+    fn collective_lane_keeps_start_order() {
+        let rq = Requests::default();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut reqs: Vec<Request> = (0..20)
+            .map(|k| {
+                let seen = seen.clone();
+                let job: Job = Box::new(move || {
+                    std::thread::sleep(Duration::from_micros(200 * (20 - k) as u64));
+                    seen.lock().push(k);
+                    Ok(())
+                });
+                Request::new(rq.submit(Lane::Collective, job).unwrap(), None)
+            })
+            .collect();
+        for r in reqs.iter_mut().rev() {
+            r.wait().unwrap();
+        }
+        assert_eq!(*seen.lock(), (0..20).collect::<Vec<_>>());
+    }
+
+    /// drain waits for every job; errors and panics come back from wait;
+    /// a closed queue refuses new work; a dropped request waited first.
+    #[test]
+    fn drain_errors_panics_close_and_drop() {
+        let rq = Requests::default();
+        let done = Arc::new(AtomicUsize::new(0));
+        for _ in 0..8 {
+            let d = done.clone();
+            let job: Job = Box::new(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                d.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            });
+            drop(Request::new(rq.submit(Lane::Onesided, job).unwrap(), None)); // drop waits
+        }
+        assert_eq!(done.load(Ordering::SeqCst), 8);
+        let mut bad = Request::new(rq.submit(Lane::Onesided, Box::new(|| bail!(Timeout, "peer gone"))).unwrap(), None);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let mut boom = Request::new(rq.submit(Lane::Onesided, Box::new(|| panic!("oops"))).unwrap(), None);
+        rq.drain();
+        std::panic::set_hook(hook);
+        assert!(bad.is_done() && boom.is_done());
+        assert_eq!(bad.wait().unwrap_err().msg, "peer gone");
+        let e = boom.wait().unwrap_err();
+        assert!(e.msg.contains("oops"), "{}", e.msg);
+        assert!(bad.wait().unwrap_err().msg.contains("already waited"));
+        rq.close();
+        assert!(rq.submit(Lane::Onesided, Box::new(|| Ok(()))).is_err());
+    }
+}
