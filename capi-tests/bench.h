@@ -42,6 +42,7 @@ typedef struct {
   const char *out_path;
   int append;
   const char *mem_mode; /* NULL (timing run), "add" or "chunked" */
+  int overlap;          /* 1: the training-loop figure instead (bench_overlap.c) */
   int64_t mem_bytes;    /* shard of the memory check */
   int64_t chunk_bytes;  /* chunk of the chunked memory check */
   double max_noise;      /* retry a group when other processes took more of the CPUs */
@@ -150,5 +151,7 @@ void floor_fi_read_pipelined(bench_ctx *c, void *state, int64_t cursor, int batc
 /* bench_mem.c: the memory check (one mode per program invocation, because
  * the peak RSS of a process cannot be reset). */
 int mem_check(FILE *out);
+/* bench_overlap.c: the training-loop figure (--overlap). */
+int overlap_check(FILE *out);
 
 #endif

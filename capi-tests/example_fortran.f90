@@ -18,8 +18,11 @@ program example_fortran
   integer(c_int64_t), parameter :: NBATCH = 64
 
   type(dds_store_t) :: store
+  type(dds_request_t) :: req
+  logical :: done
   type(dds_var_info_t) :: info
-  real(c_double), allocatable :: p(:), pb(:)
+  real(c_double), allocatable :: p(:)
+  real(c_double), allocatable, target :: pb(:)
   real(c_float), allocatable :: v(:, :), vb(:, :)
   integer(c_int64_t), allocatable :: ids(:), cells(:)
   real(c_double) :: p1(1)
@@ -98,6 +101,23 @@ program example_fortran
     call dds_epoch_end(store)     ! collective: nobody updates while others still read
   end do
   ! [end-snippet]
+
+  ! [snippet:fortran-overlap]
+  ! Non-blocking: start the read, compute, then wait (collective to start with
+  ! method 0's default batch mode). pb must keep its storage until dds_wait.
+  do k = 1, int(NBATCH)
+    cells(k) = random_cell()
+  end do
+  call dds_get_batch_start(store, 'pressure', pb, cells, req)
+  call dds_test(req, done)       ! never blocks; done may be either here
+  call dds_wait(req, status=st)  ! the rows are in pb now
+  ! [end-snippet]
+  call expect(st == DDS_OK, 'dds_wait', NSTEPS, 0_c_int64_t)
+  do k = 1, int(NBATCH)
+    call expect(pb(k) == pressure(NSTEPS, cells(k)), 'non-blocking pressure', NSTEPS, cells(k))
+  end do
+  call dds_wait(req, status=st)  ! a request waited for is gone
+  call expect(st == DDS_ERR_INVALID_ARGUMENT, 'second dds_wait', NSTEPS, 0_c_int64_t)
 
   ! [snippet:fortran-errors]
   ! With status= a failure returns its status; without it, the program stops

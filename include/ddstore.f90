@@ -148,6 +148,11 @@ module ddstore
     type(c_ptr) :: handle = c_null_ptr
   end type dds_store_t
 
+  ! A batched read in flight (dds_get_batch_start); dds_wait releases it.
+  type, public :: dds_request_t
+    type(c_ptr) :: handle = c_null_ptr
+  end type dds_request_t
+
   ! What dds_info returns about a variable.
   type, public :: dds_var_info_t
     integer :: item_size = 0                  ! bytes per element (1, 2, 4 or 8)
@@ -185,6 +190,7 @@ module ddstore
   public :: c_dds_join_expect, c_dds_remove, c_dds_extra_done, c_dds_wait_extras
   public :: c_dds_get_stream, c_dds_get_batch_stream, c_dds_pointer_kind, c_dds_gpu_available
   public :: c_dds_fail_collective
+  public :: c_dds_get_batch_start, c_dds_request_test, c_dds_request_wait, c_dds_request_free
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -340,6 +346,39 @@ module ddstore
       integer(c_int) :: st
     end function c_dds_get_batch
 
+    ! Non-blocking batches: start, test, wait, free.
+    function c_dds_get_batch_start(store, name, dst, dst_bytes, indices, n, req) &
+        bind(C, name="dds_get_batch_start") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: dst
+      integer(c_size_t), value :: dst_bytes
+      type(c_ptr), value :: indices
+      integer(c_int64_t), value :: n
+      type(c_ptr), intent(out) :: req
+      integer(c_int) :: st
+    end function c_dds_get_batch_start
+
+    function c_dds_request_test(req, done) bind(C, name="dds_request_test") result(st)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: req
+      integer(c_int), intent(out) :: done
+      integer(c_int) :: st
+    end function c_dds_request_test
+
+    function c_dds_request_wait(req) bind(C, name="dds_request_wait") result(st)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: req
+      integer(c_int) :: st
+    end function c_dds_request_wait
+
+    function c_dds_request_free(req) bind(C, name="dds_request_free") result(st)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: req
+      integer(c_int) :: st
+    end function c_dds_request_free
+
     ! Takes part in collective `call` (DDS_CALL_*) with this rank's failure.
     function c_dds_fail_collective(store, call, name, status, message) &
         bind(C, name="dds_fail_collective") result(st)
@@ -445,6 +484,15 @@ module ddstore
     module procedure get_batch_i1_2d, get_batch_i4_2d, get_batch_i8_2d, get_batch_r4_2d
     module procedure get_batch_r8_2d
   end interface dds_get_batch
+  ! Non-blocking dds_get_batch: the array must keep its storage (TARGET,
+  ! not reallocated, not read) until dds_wait returns.
+  public :: dds_get_batch_start, dds_wait, dds_test
+  interface dds_get_batch_start
+    module procedure get_batch_start_i1_1d, get_batch_start_i4_1d, get_batch_start_i8_1d, get_batch_start_r4_1d
+    module procedure get_batch_start_r8_1d
+    module procedure get_batch_start_i1_2d, get_batch_start_i4_2d, get_batch_start_i8_2d, get_batch_start_r4_2d
+    module procedure get_batch_start_r8_2d
+  end interface dds_get_batch_start
   interface dds_register_recv
     module procedure register_recv_i1_1d, register_recv_i4_1d, register_recv_i8_1d
     module procedure register_recv_r4_1d, register_recv_r8_1d
@@ -787,6 +835,65 @@ contains
       end if
     end if
   end subroutine batch_any
+
+  subroutine batch_start_any(store, name, p, nelems, isz, what, cols, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name, what
+    type(c_ptr), intent(in) :: p
+    integer(c_int64_t), intent(in) :: nelems, cols
+    integer, intent(in) :: isz
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    integer(c_int64_t), allocatable, target :: idx(:)
+    type(c_dds_var_info) :: info
+    character(len=:), allocatable :: msg
+    type(c_ptr) :: pidx
+    integer(c_int64_t) :: n
+    integer(c_int) :: st, local_st
+
+    n = size(rows, kind=c_int64_t)
+    allocate(idx(n))
+    idx(:) = rows - 1_c_int64_t
+    pidx = c_null_ptr
+    if (n > 0) pidx = c_loc(idx)
+    call checked_info('dds_get_batch_start', store, name, isz, what, cols, info, local_st, msg)
+    if (local_st == DDS_OK .or. (local_st == DDS_ERR_MISMATCH .and. n == 0)) then
+      st = c_dds_get_batch_start(store%handle, c_chars(name), p, nbytes(nelems, isz), pidx, n, req%handle)
+      call finish(st, status, rows_note=.true.)
+    else
+      ! Every rank fails together, learning this rank's cause.
+      st = c_dds_fail_collective(store%handle, DDS_CALL_GET_BATCH, c_chars(name), int(local_st, c_int32_t), &
+                                 c_chars(msg))
+      if (st == local_st) then
+        call finish(st, status, msg)          ! our own explanation, without the rank prefix
+      else
+        call finish(st, status, rows_note=.true.)
+      end if
+    end if
+  end subroutine batch_start_any
+
+  ! Waits for a request of dds_get_batch_start and releases it; status is the read's.
+  subroutine dds_wait(req, status)
+    type(dds_request_t), intent(inout) :: req
+    integer, intent(out), optional :: status
+    integer(c_int) :: st
+    st = c_dds_request_wait(req%handle)
+    req%handle = c_null_ptr
+    call finish(st, status, rows_note=.true.)
+  end subroutine dds_wait
+
+  ! done = .true. once the request's read has completed (never blocks).
+  subroutine dds_test(req, done, status)
+    type(dds_request_t), intent(in) :: req
+    logical, intent(out) :: done
+    integer, intent(out), optional :: status
+    integer(c_int) :: st, d
+    d = 0
+    st = c_dds_request_test(req%handle, d)
+    done = d /= 0
+    call finish(st, status)
+  end subroutine dds_test
 
   subroutine register_any(store, name, p, nelems, isz, contiguous, status)
     type(dds_store_t), intent(in) :: store
@@ -1487,6 +1594,147 @@ contains
     call batch_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'real(c_double)', &
                    size(a, 1, c_int64_t), rows, status)
   end subroutine get_batch_r8_2d
+
+  ! ---- dds_get_batch_start ----
+  subroutine get_batch_start_i1_1d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int8_t), contiguous, target, intent(inout) :: a(:)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'integer(c_int8_t)', &
+                   -1_c_int64_t, rows, req, status)
+  end subroutine get_batch_start_i1_1d
+
+  subroutine get_batch_start_i4_1d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int32_t), contiguous, target, intent(inout) :: a(:)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'integer(c_int32_t)', &
+                   -1_c_int64_t, rows, req, status)
+  end subroutine get_batch_start_i4_1d
+
+  subroutine get_batch_start_i8_1d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int64_t), contiguous, target, intent(inout) :: a(:)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'integer(c_int64_t)', &
+                   -1_c_int64_t, rows, req, status)
+  end subroutine get_batch_start_i8_1d
+
+  subroutine get_batch_start_r4_1d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    real(c_float), contiguous, target, intent(inout) :: a(:)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'real(c_float)', &
+                   -1_c_int64_t, rows, req, status)
+  end subroutine get_batch_start_r4_1d
+
+  subroutine get_batch_start_r8_1d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    real(c_double), contiguous, target, intent(inout) :: a(:)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'real(c_double)', &
+                   -1_c_int64_t, rows, req, status)
+  end subroutine get_batch_start_r8_1d
+
+  subroutine get_batch_start_i1_2d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int8_t), contiguous, target, intent(inout) :: a(:, :)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'integer(c_int8_t)', &
+                   size(a, 1, c_int64_t), rows, req, status)
+  end subroutine get_batch_start_i1_2d
+
+  subroutine get_batch_start_i4_2d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int32_t), contiguous, target, intent(inout) :: a(:, :)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'integer(c_int32_t)', &
+                   size(a, 1, c_int64_t), rows, req, status)
+  end subroutine get_batch_start_i4_2d
+
+  subroutine get_batch_start_i8_2d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int64_t), contiguous, target, intent(inout) :: a(:, :)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'integer(c_int64_t)', &
+                   size(a, 1, c_int64_t), rows, req, status)
+  end subroutine get_batch_start_i8_2d
+
+  subroutine get_batch_start_r4_2d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    real(c_float), contiguous, target, intent(inout) :: a(:, :)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'real(c_float)', &
+                   size(a, 1, c_int64_t), rows, req, status)
+  end subroutine get_batch_start_r4_2d
+
+  subroutine get_batch_start_r8_2d(store, name, a, rows, req, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    real(c_double), contiguous, target, intent(inout) :: a(:, :)
+    integer(c_int64_t), intent(in) :: rows(:)
+    type(dds_request_t), intent(out) :: req
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    call batch_start_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, 'real(c_double)', &
+                   size(a, 1, c_int64_t), rows, req, status)
+  end subroutine get_batch_start_r8_2d
 
   ! ---- dds_register_recv ----
   subroutine register_recv_i1_1d(store, name, a, status)

@@ -134,6 +134,10 @@ typedef enum dds_status {
   DDS_ERR_INTERNAL = 14,
 } dds_status;
 
+// Opaque handle of one batched read in flight, from `dds_get_batch_start`;
+// released by `dds_request_wait` or `dds_request_free`.
+typedef struct dds_request dds_request;
+
 // Opaque store handle: one distributed store over one communicator (or one
 // group of it). Created by `dds_create`, released by `dds_destroy`.
 typedef struct dds_store dds_store;
@@ -336,6 +340,8 @@ enum dds_status dds_create(int comm_f, const struct dds_options *options, struct
 // waits at a barrier, so no peer is still reading this rank's memory, then
 // closes its registrations and endpoints. Safe after MPI_Finalize: then only
 // local memory is released. Must not run while other threads use the store.
+// Requests in flight (`dds_get_batch_start`) are waited for first; their
+// handles stay valid for `dds_request_wait`, which returns their status.
 enum dds_status dds_destroy(struct dds_store *store);
 
 // Opens a read epoch (DDStore compatibility). Makes every rank's updates
@@ -591,6 +597,58 @@ enum dds_status dds_register_recv(struct dds_store *store,
 // usable as an ordinary destination. Local and thread-safe.
 // Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INVALID_ARGUMENT (not registered).
 enum dds_status dds_unregister_recv(struct dds_store *store, const char *name, void *buf);
+
+// Starts reading `n` arbitrary rows into `dst`, as `dds_get_batch` does,
+// and returns at once with a request in `*req`; the read progresses on a
+// library thread while the caller works. `indices` is copied; `dst` must
+// stay valid and untouched until the request completes (`dds_request_test`
+// reports done, or `dds_request_wait` / `dds_request_free` returns).
+//
+// Errors found at start are returned here and no request is made:
+// DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INDEX_OUT_OF_RANGE, DDS_ERR_MISMATCH
+// (`dst_bytes`), DDS_ERR_INVALID_ARGUMENT (NULL pointers, negative `n`),
+// DDS_ERR_GPU (a device `dst` the store cannot stage). Errors of the read
+// itself (transport, timeout) are returned by `dds_request_wait`.
+//
+// Methods 1 and 2, and method 0 in the one-sided batch mode: local and
+// thread-safe; any number of requests may be in flight per store and per
+// thread, completing in any order. Method 0 in the collective batch mode:
+// collective, as `dds_get_batch` (every rank starts the same requests, in
+// the same order, from one thread; argument and index errors fail the start
+// on every rank); the rows move in start order on a library thread.
+// Method 0 when MPI is not initialised with MPI_THREAD_MULTIPLE: the read
+// runs inside this call (no overlap; the request is complete on return).
+//
+// Device `dst`: the rows arrive in a host buffer the request owns and are
+// copied to the device by `dds_request_wait`, on the waiting thread.
+enum dds_status dds_get_batch_start(struct dds_store *store,
+                                    const char *name,
+                                    void *dst,
+                                    size_t dst_bytes,
+                                    const int64_t *indices,
+                                    int64_t n,
+                                    struct dds_request **req);
+
+// Sets `*done` to 1 when the request's read has completed (successfully or
+// not; `dds_request_wait` then returns at once), else 0. Never blocks; the
+// read progresses whether or not this is called. Thread-safe.
+// Errors: DDS_ERR_INVALID_ARGUMENT (NULL), DDS_ERR_BAD_STATE (not a live request).
+enum dds_status dds_request_test(struct dds_request *req, int *done);
+
+// Waits for the request's read, releases the request and returns the
+// read's status (its message through `dds_last_error` on this thread).
+// Any thread may wait for any request, in any order; it blocks without
+// spinning. A request outlives its store: after `dds_destroy` (which waits
+// for every request first) the wait returns the read's status at once.
+// Errors: the read's (DDS_ERR_FABRIC, DDS_ERR_TIMEOUT, DDS_ERR_MPI,
+// DDS_ERR_GPU ...), DDS_ERR_INVALID_ARGUMENT (NULL), DDS_ERR_BAD_STATE
+// (already waited for or freed).
+enum dds_status dds_request_wait(struct dds_request *req);
+
+// Abandons a request: waits for its read (the destination is written until
+// then), discards its status and releases it. `dds_request_free(NULL)` does
+// nothing. Errors: DDS_ERR_BAD_STATE (already waited for or freed).
+enum dds_status dds_request_free(struct dds_request *req);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -150,6 +150,45 @@ inline const char* local_name(const std::string& name) {
 
 }  // namespace detail
 
+// One batched read in flight (Store::get_batch_start). Move-only. wait()
+// returns once the rows are in place and throws the read's error; the
+// destructor of a request not waited for waits for it (the destination is
+// written until then) and drops its status. done() never blocks.
+class Request {
+ public:
+  Request() noexcept = default;
+  explicit Request(dds_request* r) noexcept : r_(r) {}
+  ~Request() { dds_request_free(std::exchange(r_, nullptr)); }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  Request(Request&& other) noexcept : r_(std::exchange(other.r_, nullptr)) {}
+  Request& operator=(Request&& other) noexcept {
+    if (this != &other) {
+      dds_request_free(std::exchange(r_, other.r_));
+      other.r_ = nullptr;
+    }
+    return *this;
+  }
+
+  // True once the read has completed (wait() then returns at once). A
+  // request already waited for (or empty) is done.
+  bool done() const {
+    if (!r_) return true;
+    int d = 0;
+    detail::check(dds_request_test(r_, &d));
+    return d != 0;
+  }
+  // Waits for the read; throws its error. The request is empty afterwards.
+  void wait() {
+    if (!r_) throw Error(DDS_ERR_BAD_STATE, "ddstore::Request::wait: the request is empty (already waited for)");
+    detail::check(dds_request_wait(std::exchange(r_, nullptr)));
+  }
+  explicit operator bool() const noexcept { return r_ != nullptr; }
+
+ private:
+  dds_request* r_ = nullptr;
+};
+
 class Store {
  public:
   // An empty store (no handle); every call on it fails with
@@ -318,6 +357,37 @@ class Store {
 
   void get_batch_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx, int64_t n) {
     detail::check(dds_get_batch(h_, collective_name(DDS_CALL_GET_BATCH, name), dst, bytes, idx, n));
+  }
+
+  // Starts reading rows idx[0..n) into dst (as get_batch) and returns at once;
+  // dst must stay valid until the Request is waited for (or destroyed). The
+  // indices are copied. Errors of the arguments throw here, errors of the
+  // read from Request::wait. Collective for method 0 in the collective batch
+  // mode (every rank starts the same requests in the same order).
+  template <class T>
+  [[nodiscard]] Request get_batch_start(const std::string& name, T* dst, const int64_t* idx, int64_t n) {
+    std::optional<Error> err;
+    VarInfo v = try_typed_info<T>(name, "dds_get_batch_start", err);
+    const bool ok = !err || (err->status() == DDS_ERR_MISMATCH && n == 0);
+    if (!ok) fail_collective(DDS_CALL_GET_BATCH, name, *err);
+    return get_batch_start_raw(name, dst, n > 0 ? detail::bytes_of(n, static_cast<std::size_t>(v.row_bytes)) : 0, idx, n);
+  }
+
+  template <class T>
+  [[nodiscard]] Request get_batch_start(const std::string& name, std::vector<T>& dst, const std::vector<int64_t>& idx) {
+    static_assert(!std::is_const_v<T>, "ddstore: get_batch_start needs a writable destination");
+    std::optional<Error> err;
+    VarInfo v = try_typed_info<T>(name, "dds_get_batch_start", err);
+    if (err && !(err->status() == DDS_ERR_MISMATCH && idx.empty())) fail_collective(DDS_CALL_GET_BATCH, name, *err);
+    dst.resize(static_cast<std::size_t>(idx.size()) * static_cast<std::size_t>(v.row_elems));
+    return get_batch_start_raw(name, dst.data(), dst.size() * sizeof(T), idx.data(), static_cast<int64_t>(idx.size()));
+  }
+
+  [[nodiscard]] Request get_batch_start_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx,
+                                            int64_t n) {
+    dds_request* r = nullptr;
+    detail::check(dds_get_batch_start(h_, collective_name(DDS_CALL_GET_BATCH, name), dst, bytes, idx, n, &r));
+    return Request(r);
   }
 
   // Registers `n` items at `buf` as a destination for reads of `name`; reads

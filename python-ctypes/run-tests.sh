@@ -45,7 +45,8 @@ done
 # [torch] pyddstore.torch: its own runs (torch makes each process heavier).
 for n in 1 2 4; do
     run "pytest pyddstore.torch, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q \
-        tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py
+        tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py \
+        tests/test_torch_prefetch.py
 done
 # The scripts run once per available method among 0 and 1 (method 2 needs a
 # hand-shake directory, which HydraGNN-style code does not pass).
@@ -62,6 +63,8 @@ for m in $methods; do
         run "free_after_finalize.py, method $m, $n rank(s)" \
             env PYDDSTORE_TEST_METHOD="$m" "$MPIEXEC" -n "$n" "$PYTHON" tests/scripts/free_after_finalize.py
     done
+    # [docs] Overlapping reads with compute (docs/pytorch.md).
+    run "overlap.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/overlap.py
 done
 
 # [docs] The Python quick start (docs/quickstart-python.md), run as the page says.

@@ -83,6 +83,12 @@ def merge(runs):
             if r.get("type") == "reqbytes":
                 req[(r["group"], r["row_bytes"])] = r
     out += list(req.values())
+    ov = {}
+    for recs in runs:
+        for r in recs:
+            if r.get("type") == "overlap":
+                ov[(r["method"], r["rb"])] = r
+    out += list(ov.values())
     ends = [r for recs in runs for r in recs if r.get("type") == "end"]
     if ends:
         end = dict(ends[0])
@@ -177,6 +183,7 @@ class Results:
         self.meas = [r for r in recs if r.get("type") == "measure"]
         self.reqbytes = [r for r in recs if r.get("type") == "reqbytes"]
         self.mem = [r for r in recs if r.get("type") == "memory"]
+        self.overlap = [r for r in recs if r.get("type") == "overlap"]
         self.sizes = sorted({m["row_bytes"] for m in self.meas})
         self.methods = []
         for m in self.meas:
@@ -469,6 +476,22 @@ def python_section(R, P):
     return L + [""]
 
 
+def overlap_table(R):
+    """The training-loop figure (bench --overlap, capi-tests/bench_overlap.c)."""
+    if not R.overlap:
+        return ["(not run)"]
+    out = ["| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
+           "target (1.15 x max(step alone, R)) | met | verified |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for m in R.overlap:
+        met = m["prefetch_ms"] <= m["target_ms"]
+        out.append(f"| {m['method']} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
+                   f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
+                   f"{m['target_ms']:.3f} ms | {'yes' if met else '**no**'} | "
+                   f"{'yes' if m['verified'] else '**NO**'} |")
+    return out
+
+
 def analysis(perf_md):
     try:
         text = open(perf_md).read()
@@ -572,6 +595,15 @@ def markdown(R, perf_md, spread=None, py=None):
           "drop (their gain is fewer TLB misses).", ""] + memory_table(R) + [""]
     if py:
         L += python_section(R, py)
+
+
+          "minus the source buffer. Separate program runs (a peak cannot be reset).", ""] + memory_table(R) + [""]
+    L += ["## Training loop: reads behind compute", "",
+          "Batches of 128 random rows on 2 ranks; each step sleeps T = R (R: the median blocking `dds_get_batch`), "
+          "standing for a GPU step that leaves the CPU free. Without prefetch a step reads, then sleeps (about "
+          "T + R); with prefetch the next batch's `dds_get_batch_start` is issued before the sleep and waited for "
+          "after it. \"Step alone\" is the same loop without reads: what the sleeps cost on this machine. "
+          "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) + [""]
     an = analysis(perf_md)
     if an:
         L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "

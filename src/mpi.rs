@@ -303,6 +303,15 @@ impl Comm {
         unsafe { ffi::MPI_Comm_free(&mut raw) };
     }
 
+    /// A private duplicate (collective): its collectives never match this
+    /// communicator's, so another thread may run them at the same time.
+    pub fn dup(&self) -> Result<Comm> {
+        let mut raw = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: collective over a valid communicator.
+        check(unsafe { ffi::MPI_Comm_dup(self.raw, &mut raw) }, "MPI_Comm_dup")?;
+        Comm::adopt(raw)
+    }
+
     /// Splits into consecutive groups of `width` ranks (key = rank).
     pub fn split_groups(&self, width: usize) -> Result<Comm> {
         let color = (self.rank / width) as c_int;

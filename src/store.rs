@@ -28,6 +28,8 @@ use split::Split;
 #[path = "store_gpu.rs"]
 mod gpu;
 pub use gpu::GpuSettings;
+mod request;
+pub use request::{Request, Requests};
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -133,6 +135,12 @@ pub struct Store {
     split: Option<Split>,
     /// Device-memory handling (store_gpu.rs).
     gpu: GpuSettings,
+    /// Non-blocking batches in flight and their threads (store/request.rs).
+    requests: Requests,
+    /// Method 0, collective batch mode with MPI_THREAD_MULTIPLE: the
+    /// communicator non-blocking batches exchange on, apart from the
+    /// caller's collectives.
+    async_comm: Option<Comm>,
 }
 
 /// FNV-1a: a cheap fingerprint to check that ranks name the same variable.
@@ -210,6 +218,11 @@ impl Store {
         let comm =
             if width == 0 || width as usize >= world.size() { world } else { world.split_groups(width as usize)? };
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
+        // Every rank agreed on the method and batch mode (above).
+        let async_comm = match (method, cfg.batch_mode, &mpi_lock) {
+            (Method::Mpi, BatchMode::Collective, None) => Some(comm.dup()?),
+            _ => None,
+        };
         let node = Arc::new(NodeMap::with_width(&comm, cfg.node_local, cfg.node_local_width)?);
         let fabric = match method {
             Method::Fabric | Method::Split => Some(Arc::new(Fabric::open(&comm, &fcfg)?)),
@@ -232,6 +245,8 @@ impl Store {
             node,
             split,
             gpu,
+            requests: Requests::default(),
+            async_comm,
         })
     }
 
@@ -266,6 +281,7 @@ impl Store {
     pub fn register(&self, name: &str, shape: Result<Shape>, src: Option<&[u8]>) -> Result<()> {
         self.check_running()?;
         self.refuse_extra("add or init", name)?;
+        self.drain_requests();
         let mut vars = self.vars.write();
         let local = shape.and_then(|s| {
             if vars.contains_key(name) {
@@ -598,6 +614,21 @@ impl Store {
     fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+        let (v, idx, rounds) = self.collective_agree(name, local, &mut scratch)?;
+        // SAFETY: dst holds idx.len() rows (checked); scratch is this batch's plan.
+        unsafe { self.collective_move(&self.comm, v, idx.len(), rounds, dst, &mut scratch) }
+    }
+
+    /// The agreement step of a collective batch (every rank calls it with
+    /// its own arguments): plans this rank's rows into `scratch` and returns
+    /// the variable, the indices and the agreed number of rounds, or the
+    /// error every rank returns.
+    fn collective_agree<'v>(
+        &self,
+        name: &str,
+        local: Result<(&'v Variable, &'v [i64])>,
+        scratch: &mut Scratch,
+    ) -> Result<(&'v Variable, &'v [i64], i64)> {
         // One all-reduce settles, in this order: argument errors (the lowest
         // failing rank's message wins), whether every rank names the same
         // variable (min of the fingerprint and of its complement), indices
@@ -614,7 +645,7 @@ impl Store {
         let plan = match (&local, &range) {
             (Ok((v, idx)), None) => {
                 let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
-                rma::plan(&src, cap, p as usize, idx, &mut scratch)
+                rma::plan(&src, cap, p as usize, idx, scratch)
             }
             _ => rma::Plan::default(),
         };
@@ -633,21 +664,38 @@ impl Store {
             agree(&self.comm, range.map_or(Ok(()), Err))?;
             bail!(Internal, "dds_get_batch: ranks disagree on the outcome of the index check");
         }
-        let rounds = -flags[4];
+        Ok((v, idx, -flags[4]))
+    }
+
+    /// The moving step of a collective batch on `comm` (every rank calls it
+    /// with the same `rounds`): direct copies, then the exchange of the rows
+    /// `scratch` plans.
+    ///
+    /// # Safety
+    /// `dst` holds `rows` rows of `v`; `scratch` is this batch's plan.
+    unsafe fn collective_move(
+        &self,
+        comm: &Comm,
+        v: &Variable,
+        rows: usize,
+        rounds: i64,
+        dst: *mut u8,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         let mut t = Timer::start(self.cfg.profile);
         let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
-        // SAFETY: dst holds idx.len() rows (checked); scratch is this batch's plan.
-        unsafe { rma::copy_direct(&src, dst, &scratch) };
+        // SAFETY: the caller's promise.
+        unsafe { rma::copy_direct(&src, dst, scratch) };
         // Rounds are agreed: a rank with nothing to read still serves.
         if rounds > 0 {
+            let cap = self.cfg.alltoall_max_bytes;
             // SAFETY: as above.
-            let req =
-                unsafe { rma::exchange(&self.comm, &src, cap, self.cfg.batch_exchange, rounds, dst, &mut scratch)? };
+            let req = unsafe { rma::exchange(comm, &src, cap, self.cfg.batch_exchange, rounds, dst, scratch)? };
             v.counters.requests(req.sent, req.recv);
         }
         t.lap(&v.counters.read_ns);
-        if !idx.is_empty() {
-            v.counters.read_call(idx.len() as u64, plan.direct);
+        if rows > 0 {
+            v.counters.read_call(rows as u64, scratch.direct_rows() as u64);
         }
         Ok(())
     }
@@ -707,6 +755,7 @@ impl Store {
     /// (`dds_fail_collective`); it fails the call on every rank.
     pub fn epoch(&self, open: bool, local: Result<()>) -> Result<()> {
         self.check_running()?;
+        self.drain_requests();
         let mut state = self.epoch_open.lock();
         let local = local.and_then(|()| {
             if *state == open {
@@ -766,12 +815,16 @@ impl Store {
     /// runs it for its live stores in creation order, which is the order the
     /// collective creations happened in.
     pub fn release_mpi(&self) {
+        self.drain_requests();
         for v in self.vars.write().values_mut() {
             let _ = v.free();
         }
         // The communicators too: MPI does not free them at MPI_Finalize.
         self.node.release_before_finalize();
         self.comm.release_before_finalize();
+        if let Some(c) = &self.async_comm {
+            c.release_before_finalize();
+        }
     }
 
     /// Collective: releases every variable in name order (the same on every
@@ -779,6 +832,8 @@ impl Store {
     /// this rank's memory when it is deregistered. After MPI_Finalize only
     /// local memory is released.
     pub fn destroy(&self) -> Result<()> {
+        // Requests in flight finish first (their reads use the variables).
+        self.requests.close();
         // Method 2 core: extras that join from now on learn it is gone.
         let mut first_err = self.withdraw_all().err();
         if self.fabric.is_some() && mpi::running() {

@@ -256,6 +256,8 @@ impl Store {
             node,
             split: Some(split),
             gpu,
+            requests: Default::default(),
+            async_comm: None,
         })
     }
 
@@ -391,6 +393,7 @@ impl Store {
     /// peer still reads. Extra members: local (forget a joined variable).
     pub fn remove(&self, name: Result<&str>) -> Result<()> {
         self.check_running()?;
+        self.drain_requests();
         let mut vars = self.vars.write();
         if self.is_extra() {
             let name = name?;

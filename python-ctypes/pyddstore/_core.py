@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _args, _lib
+from . import _args, _lib, _requests
 from ._args import I32
 from ._buffers import HOST_DTYPES, address, device_pointer, extract, stream_of
 from ._errors import (
@@ -393,6 +393,12 @@ class PyDDStore:
         if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
+
+    def get_batch_async(self, name, arr, indices):
+        """Starts get_batch and returns at once with a request: ``req.wait()``,
+        ``req.done()`` (pyddstore._requests). Collective for method 0 in the
+        collective batch mode, as get_batch."""
+        return _requests.start(self, name, arr, indices)
 
     def register_recv(self, name, arr):
         """Registers `arr` as a destination for reads of `name` (kept alive until unregistered)."""

@@ -27,6 +27,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -296,6 +297,47 @@ def _fields_encoder(fields):
 
 
 # ---------------------------------------------------------------------------
+# Reads in flight (prefetch).
+
+class _PendingBatch:
+    """The requests of one batch's reads (one per field) and how to make the
+    batch from its buffers once they are in."""
+
+    def __init__(self, reqs, build):
+        self._reqs = reqs
+        self._build = build
+
+    def result(self):
+        """Waits for every request (even after one fails), then builds."""
+        err = None
+        reqs, self._reqs = self._reqs, []
+        for r in reqs:
+            try:
+                r.wait()
+            except Exception as exc:
+                err = err or exc
+        if err is not None:
+            raise err
+        return self._build()
+
+    def drain(self):
+        """Waits for the reads and drops them (the buffers are free afterwards)."""
+        reqs, self._reqs = self._reqs, []
+        for r in reqs:
+            try:
+                r.wait()
+            except Exception:
+                pass
+
+
+def _prefetch_arg(prefetch):
+    k = operator.index(prefetch)
+    if k < 0:
+        raise ValueError(f"prefetch must be 0 or more batches, got {k}")
+    return k
+
+
+# ---------------------------------------------------------------------------
 # The reading API shared by DistDataset and DistDatasetReader.
 
 class _StoredDataset(Dataset):
@@ -367,6 +409,26 @@ class _StoredDataset(Dataset):
 
     def _read(self, idx, fields, out):
         """One get_batch per field of global rows idx; returns the (n, width) buffers."""
+        bufs = self._buffers(idx, fields, out)
+        for f, b in zip(fields, bufs):
+            self.ddstore.get_batch(f.var, b, idx)
+        return bufs
+
+    def _start(self, idx, fields, out, build):
+        """The reads of _read, started (get_batch_async): a _PendingBatch
+        whose result() is build(bufs) once every field's rows are in."""
+        bufs = self._buffers(idx, fields, out)
+        reqs = []
+        try:
+            for f, b in zip(fields, bufs):
+                reqs.append(self.ddstore.get_batch_async(f.var, b, idx))
+        except BaseException:
+            _PendingBatch(reqs, None).drain()
+            raise
+        return _PendingBatch(reqs, lambda: build(bufs))
+
+    def _buffers(self, idx, fields, out):
+        """The (n, width) destination of each field: fresh, or views of `out`."""
         n = len(idx)
         try:
             bufs = []
@@ -383,8 +445,6 @@ class _StoredDataset(Dataset):
         except Exception as exc:
             self._fail_collective(exc)
             raise
-        for f, b in zip(fields, bufs):
-            self.ddstore.get_batch(f.var, b, idx)
         return bufs
 
     def _indices(self, rows):
@@ -442,7 +502,18 @@ class _StoredDataset(Dataset):
         if out is None and not self._batched:
             return [self.get(i) for i in indices]
         idx = self._indices(indices)
-        bufs = self._read(idx, self._fields, out)
+        return self._samples(idx, self._read(idx, self._fields, out))
+
+    def _start_getitems(self, indices, out=None):
+        """__getitems__(indices, out) with its reads started and still in
+        flight: a _PendingBatch whose result() is the list of samples. None
+        when this dataset reads sample by sample (DDSTORE_BATCH_GET=0)."""
+        if out is None and not self._batched:
+            return None
+        idx = self._indices(indices)
+        return self._start(idx, self._fields, out, lambda bufs: self._samples(idx, bufs))
+
+    def _samples(self, idx, bufs):
         fields, decode, rebuild = self._fields, self.decode, self._rebuild
         samples = []
         for k in range(len(idx)):
@@ -464,6 +535,17 @@ class _StoredDataset(Dataset):
         bufs = self._read(idx, sel, out)
         n = len(idx)
         return {f.key: f.column(b, n) for f, b in zip(sel, bufs)}
+
+    def _start_read_rows(self, rows, fields=None):
+        """read_rows with its reads in flight: a _PendingBatch of the columns."""
+        idx = self._indices(rows)
+        try:
+            sel = self._select(fields)
+        except KeyError as exc:
+            self._fail_collective(exc)
+            raise
+        n = len(idx)
+        return self._start(idx, sel, None, lambda bufs: {f.key: f.column(b, n) for f, b in zip(sel, bufs)})
 
     def alloc(self, n, fields=None):
         """{key: buffer} for n rows of each selected field, registered for reads."""
@@ -491,7 +573,11 @@ class DistDataset(_StoredDataset):
     DistDataset(source, name, comm=None, ddstore_width=None, device=None,
                 add_device=None, method=None, handshake_dir=None,
                 chunk_size=None, encode=None, decode=None, fields=None,
-                batch_mode=None)
+                batch_mode=None, prefetch=2)
+
+    ``prefetch``: batches whose reads a ThreadDataLoader over this dataset
+    keeps in flight ahead of the one in use (its own ``prefetch=`` wins; 0
+    reads each batch when its turn comes). See docs/pytorch.md.
 
     ``batch_mode`` (method 0): None (default) means ``"onesided"`` unless
     DDSTORE_BATCH_MODE is set: samplers, uneven last batches and loader
@@ -507,8 +593,9 @@ class DistDataset(_StoredDataset):
 
     def __init__(self, source, name, comm=None, ddstore_width=None, device=None,
                  add_device=None, method=None, handshake_dir=None, chunk_size=None,
-                 encode=None, decode=None, fields=None, batch_mode=None):
+                 encode=None, decode=None, fields=None, batch_mode=None, prefetch=2):
         self.ddstore = None
+        self.prefetch = _prefetch_arg(prefetch)
         if batch_mode is None and not os.environ.get("DDSTORE_BATCH_MODE", "").strip():
             batch_mode = "onesided"
         self.batch_mode = batch_mode
@@ -690,11 +777,12 @@ class DistDatasetReader(_StoredDataset):
     """A separate job's view of a dataset published by a ``DistDataset`` with
     ``method=2`` (a method-2 extra member; reads are one-sided).
 
-    DistDatasetReader(name, handshake_dir=None, n_core=None, device=None, decode=None)
+    DistDatasetReader(name, handshake_dir=None, n_core=None, device=None, decode=None, prefetch=2)
     """
 
-    def __init__(self, name, handshake_dir=None, n_core=None, device=None, decode=None):
+    def __init__(self, name, handshake_dir=None, n_core=None, device=None, decode=None, prefetch=2):
         self.ddstore = None
+        self.prefetch = _prefetch_arg(prefetch)
         self.decode = decode
         hs = _handshake_dir(handshake_dir)
         self.handshake_dir = hs
@@ -734,14 +822,17 @@ class DistDatasetReader(_StoredDataset):
 class WindowedDataset(Dataset):
     """Samples made of several stored rows of a DistDataset/DistDatasetReader.
 
-    WindowedDataset(ds, window, stride=1, dilation=1, starts=None, fields=None)
+    WindowedDataset(ds, window, stride=1, dilation=1, starts=None, fields=None, prefetch=None)
+
+    ``prefetch`` (None: ``ds.prefetch``) as for DistDataset.
 
     Window i covers rows start_i + k * dilation for k < window, with
     start_i = i * stride, or ``starts[i]``. Each field comes back stacked,
     shaped (window, *field_shape); ``decode`` is not applied.
     """
 
-    def __init__(self, ds, window, stride=1, dilation=1, starts=None, fields=None):
+    def __init__(self, ds, window, stride=1, dilation=1, starts=None, fields=None, prefetch=None):
+        self.prefetch = _prefetch_arg(getattr(ds, "prefetch", 2) if prefetch is None else prefetch)
         window, stride, dilation = (operator.index(v) for v in (window, stride, dilation))
         for what, v in (("window", window), ("stride", stride), ("dilation", dilation)):
             if v < 1:
@@ -784,9 +875,10 @@ class WindowedDataset(Dataset):
             self._fail(IndexError(f"window {i} is out of range for {n} windows"))
         return i + n if i < 0 else i
 
-    def _windows(self, which):
-        rows = (self.starts[which][:, None] + self.offsets).reshape(-1)
-        cols = self.ds.read_rows(rows, fields=self._keys)
+    def _windows(self, which, cols=None):
+        if cols is None:
+            rows = (self.starts[which][:, None] + self.offsets).reshape(-1)
+            cols = self.ds.read_rows(rows, fields=self._keys)
         w = self.window
         out = []
         for k in range(len(which)):
@@ -803,6 +895,18 @@ class WindowedDataset(Dataset):
     def __getitems__(self, indices):
         which = np.array([self._normalise(i) for i in indices], dtype=np.int64)
         return self._windows(which)
+
+    def _start_getitems(self, indices, out=None):
+        """__getitems__ with the rows' reads in flight (see _StoredDataset)."""
+        start = getattr(self.ds, "_start_read_rows", None)
+        if start is None or out is not None:
+            return None
+        which = np.array([self._normalise(i) for i in indices], dtype=np.int64)
+        rows = (self.starts[which][:, None] + self.offsets).reshape(-1)
+        pending = start(rows, fields=self._keys)
+        build = pending._build
+        pending._build = lambda: self._windows(which, build())
+        return pending
 
 
 def row_of(concat, source, index):
@@ -863,6 +967,14 @@ class _ThreadLoaderIter:
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         pf = 2 if loader.prefetch_factor is None else loader.prefetch_factor
         self._bound = max(1, (loader.num_workers or 1) * pf)
+        # prefetch: the reads of the next k batches are started here, in
+        # sampler order, from this (one) thread; the loader's threads wait
+        # for them and collate. Datasets without started reads take the
+        # threads' fetches instead.
+        self._reads_ahead = loader.prefetch > 0 and loader._auto_collation and \
+            callable(getattr(loader.dataset, "_start_getitems", None))
+        if self._reads_ahead:
+            self._bound = loader.prefetch
         self._pending = collections.deque()
         self._in_flight = 0
         self._ended = False
@@ -877,7 +989,8 @@ class _ThreadLoaderIter:
                 self._ended = True
                 self._pending.append(_END)
                 break
-            self._pending.append(self._loader._submit(index))
+            loader = self._loader
+            self._pending.append(loader._start(index) if self._reads_ahead else loader._submit(index))
             self._in_flight += 1
 
     def __iter__(self):
@@ -896,12 +1009,17 @@ class _ThreadLoaderIter:
         return data
 
     def close(self):
-        """Cancels the fetches not yet started; running ones finish in the background."""
+        """Cancels the fetches not yet started; running ones finish in the
+        background. Reads already started (prefetch) are waited for: their
+        buffers are written until then, and a method-0 collective read must
+        complete on every rank."""
         self._closed = True
         pending, self._pending = self._pending, collections.deque()
         for fut in pending:
-            if fut is not _END:
-                fut.cancel()
+            if fut is not _END and fut.cancel():
+                started = getattr(fut, "ddstore_reads", None)
+                if started is not None:
+                    self._loader._abandon(*started)
 
     def __del__(self):
         try:
@@ -916,17 +1034,23 @@ class ThreadDataLoader(DataLoader):
     ThreadDataLoader(dataset, reuse_buffers=False, collate_copies=False, **DataLoader_kwargs)
 
     ``num_workers`` is the number of threads (0 means 1). Batches come back in
-    sampler order; ``num_workers * prefetch_factor`` of them are fetched ahead.
+    sampler order. ``prefetch=k`` (None: the dataset's ``prefetch``, default
+    2) keeps the reads of the next k batches in flight (non-blocking batched
+    reads, started in sampler order) while the current batch is used; with
+    ``prefetch=0``, or a dataset without started reads,
+    ``num_workers * prefetch_factor`` batches are fetched ahead by the threads.
     With ``reuse_buffers=True`` each thread reads into a set of buffers from
     ``dataset.alloc(batch_size)`` that is reused batch after batch (the
     collate must copy: torch's default_collate does). See docs/pytorch.md.
     """
 
-    def __init__(self, dataset, reuse_buffers=False, collate_copies=False, **kwargs):
+    def __init__(self, dataset, reuse_buffers=False, collate_copies=False, prefetch=None, **kwargs):
         self._executor = None
         self._buffer_sets = []
         self._free_sets = None
+        self._live = weakref.WeakSet()
         super().__init__(dataset, **kwargs)
+        self.prefetch = _prefetch_arg(getattr(dataset, "prefetch", 2) if prefetch is None else prefetch)
         if isinstance(dataset, IterableDataset):
             raise TypeError("ThreadDataLoader needs a map-style dataset (with __getitem__), "
                             "not an IterableDataset")
@@ -952,7 +1076,8 @@ class ThreadDataLoader(DataLoader):
                 raise ValueError("reuse_buffers reuses the buffers right after collate_fn: pass "
                                  "collate_copies=True to declare that this collate_fn copies the data")
             self._free_sets = queue.SimpleQueue()
-            for _ in range(threads):
+            # Each batch whose reads are in flight holds a set too.
+            for _ in range(threads + self.prefetch):
                 bufs = dataset.alloc(self.batch_size)
                 self._buffer_sets.append(bufs)
                 self._free_sets.put(bufs)
@@ -976,6 +1101,48 @@ class ThreadDataLoader(DataLoader):
         if ex is None:
             raise RuntimeError("this ThreadDataLoader is closed")
         return ex.submit(self._fetch, index)
+
+    def _start(self, index):
+        """Starts the reads of batch `index` (this thread, sampler order) and
+        queues their wait and the collate on the loader's threads. An error
+        at start comes back from the batch's turn, as a fetch's would."""
+        ex = self._executor
+        if ex is None:
+            raise RuntimeError("this ThreadDataLoader is closed")
+        bufs = self._free_sets.get() if self._free_sets is not None else None
+        try:
+            pending = self.dataset._start_getitems(index, out=bufs)
+        except Exception as exc:
+            if bufs is not None:
+                self._free_sets.put(bufs)
+            fut = concurrent.futures.Future()
+            fut.set_exception(exc)
+            return fut
+        if pending is None:  # the dataset reads sample by sample
+            if bufs is not None:
+                self._free_sets.put(bufs)
+            return self._submit(index)
+        fut = ex.submit(self._finish, pending, bufs)
+        fut.ddstore_reads = (pending, bufs)
+        return fut
+
+    def _finish(self, pending, bufs):
+        try:
+            data = pending.result()
+            if self.collate_fn is not None:
+                data = self.collate_fn(data)
+        finally:
+            if bufs is not None:
+                self._free_sets.put(bufs)
+        if self._pin:
+            data = _pin_memory(data)
+        return data
+
+    def _abandon(self, pending, bufs):
+        """A started batch that will not be used: wait for its reads, free its set."""
+        pending.drain()
+        if bufs is not None:
+            self._free_sets.put(bufs)
 
     def _fetch(self, index):
         dataset, collate = self.dataset, self.collate_fn
@@ -1002,10 +1169,18 @@ class ThreadDataLoader(DataLoader):
     def __iter__(self):
         if self._executor is None:
             raise RuntimeError("this ThreadDataLoader is closed")
-        return _ThreadLoaderIter(self)
+        # Iterators may interleave (as DataLoader's); one dropped (a break, a
+        # new epoch's loop) drains its reads ahead when collected, and
+        # close() drains every live one.
+        it = _ThreadLoaderIter(self)
+        self._live.add(it)
+        return it
 
     def close(self):
-        """Stops the threads (queued fetches are cancelled) and releases the buffer sets."""
+        """Stops the threads (queued fetches are cancelled, reads in flight
+        drained) and releases the buffer sets."""
+        for it in list(self._live):
+            it.close()
         ex, self._executor = self._executor, None
         if ex is not None:
             try:

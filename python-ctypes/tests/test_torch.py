@@ -260,7 +260,8 @@ def test_thread_loader_reuse_buffers(comm, method, monkeypatch):
     threads = threads_for(method)
     loader = ThreadDataLoader(ds, batch_size=8, num_workers=threads, reuse_buffers=True)
     sets = loader.buffer_sets
-    c.true(len(sets) == threads, f"{len(sets)} buffer sets")
+    # One set per thread, and one per batch whose reads are in flight (prefetch).
+    c.true(len(sets) == threads + loader.prefetch, f"{len(sets)} buffer sets")
     ref = list(DataLoader(src, batch_size=8))
     misses = mr_misses(ds)
     for epoch in range(2):

@@ -206,6 +206,13 @@ pub struct Scratch {
 // no live request, only capacity.
 unsafe impl Send for Scratch {}
 
+impl Scratch {
+    /// Rows the last `plan` copies directly.
+    pub fn direct_rows(&self) -> usize {
+        self.direct_at.len()
+    }
+}
+
 /// A variable's data as one batch sees it.
 pub struct Source<'a> {
     pub layout: &'a Layout,

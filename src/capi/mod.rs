@@ -10,6 +10,7 @@
 
 pub mod library;
 pub mod reads;
+pub mod requests;
 pub mod store;
 pub mod types;
 pub mod vars;

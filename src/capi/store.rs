@@ -110,6 +110,8 @@ pub unsafe extern "C" fn dds_create(
 /// waits at a barrier, so no peer is still reading this rank's memory, then
 /// closes its registrations and endpoints. Safe after MPI_Finalize: then only
 /// local memory is released. Must not run while other threads use the store.
+/// Requests in flight (`dds_get_batch_start`) are waited for first; their
+/// handles stay valid for `dds_request_wait`, which returns their status.
 #[no_mangle]
 pub unsafe extern "C" fn dds_destroy(store: *mut dds_store) -> dds_status {
     guard("dds_destroy", || {

@@ -1,0 +1,162 @@
+/* The training-loop figure (issue 20): does a non-blocking batched read hide
+ * behind compute? Its own invocation:
+ *
+ *   mpiexec -n 2 bench --overlap [--out FILE --append]
+ *
+ * For each method (method 0 collective, method 0 one-sided, method 1 on shm)
+ * and row size (3 KiB and 200 KiB unless --sizes): batches of 128 random
+ * rows. R = median time of one blocking dds_get_batch. Then a loop of steps,
+ * each "using" a batch for T = R (a sleep: a GPU step leaves the CPU free):
+ * without prefetch (read, then step) and with prefetch (the next batch's
+ * dds_get_batch_start before the step, its wait after). Reported: T, R,
+ * the step alone (the sleeps without reads: what a sleep of T costs on this
+ * machine), time per step both ways, and the target 1.15 x max(step alone,
+ * R) for prefetch (about T + R expected without). The last batch of every
+ * loop is verified row by row. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+enum { OV_BATCH = 128, OV_STEPS = 40, OV_REPEATS = 3 };
+
+typedef struct {
+  const char *label;
+  int method;
+  int batch_mode;
+  const char *provider;
+} ov_method;
+
+static const ov_method OV_METHODS[] = {
+    {"mpi", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL},
+    {"mpi onesided", DDS_METHOD_MPI, DDS_BATCH_ONESIDED, NULL},
+    {"fabric:shm", DDS_METHOD_FABRIC, DDS_BATCH_ENV, "shm"},
+};
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Seconds per step of OV_STEPS steps (max over ranks); `ahead` 0: blocking. */
+static double loop(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, double T, int ahead, int *bad) {
+  size_t bytes = (size_t)(OV_BATCH * rb);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = now_s();
+  dds_request *req = NULL;
+  if (ahead) TRY(dds_get_batch_start(s, "v", bufs[0], bytes, order[0], OV_BATCH, &req));
+  for (int k = 0; k < OV_STEPS; k++) {
+    if (!s) {
+      /* the step alone */
+    } else if (ahead) {
+      TRY(dds_request_wait(req));
+      if (k + 1 < OV_STEPS) TRY(dds_get_batch_start(s, "v", bufs[(k + 1) % 2], bytes, order[k + 1], OV_BATCH, &req));
+    } else {
+      TRY(dds_get_batch(s, "v", bufs[k % 2], bytes, order[k], OV_BATCH));
+    }
+    sleep_s(T);
+  }
+  double per = (now_s() - t0) / OV_STEPS, worst;
+  /* The last batch, checked outside the timing. */
+  if (s) *bad += check_rows(bufs[(OV_STEPS - 1) % 2], order[OV_STEPS - 1], OV_BATCH, rb) != 0;
+  MPI_Allreduce(&per, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+int overlap_check(FILE *out) {
+  int me, np;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  const int64_t sizes[] = {3072, 204800};
+  const int nsizes = 2;
+  int failed = 0;
+  if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d steps):\n", np, OV_BATCH, OV_STEPS);
+  for (size_t mi = 0; mi < sizeof OV_METHODS / sizeof OV_METHODS[0]; mi++) {
+    const ov_method *m = &OV_METHODS[mi];
+    for (int si = 0; si < nsizes; si++) {
+      int64_t rb = sizes[si];
+      int64_t rows = (64LL << 20) / rb / np; /* 64 MiB over all ranks: not cache-resident */
+      if (rows < 2 * OV_BATCH) rows = 2 * OV_BATCH;
+      dds_options o;
+      TRY(dds_options_init(&o));
+      o.method = m->method;
+      o.batch_mode = m->batch_mode;
+      o.fabric_provider = m->provider;
+      dds_store *s = NULL;
+      dds_status st = dds_create_comm(MPI_COMM_WORLD, &o, &s);
+      if (st != DDS_OK) {
+        if (me == 0) printf("  %-13s %7lld B: skipped (%s)\n", m->label, (long long)rb, dds_last_error());
+        continue;
+      }
+      char *mine = xmalloc((size_t)(rows * rb));
+      fill_rows(mine, rows * me, rows, rb);
+      TRY(dds_add(s, "v", mine, (size_t)(rows * rb), rows, rb / 8, 8));
+      free(mine);
+      int64_t total = rows * np;
+      uint64_t seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(me + 1) + (uint64_t)rb;
+      int64_t **order = xmalloc(sizeof(int64_t *) * OV_STEPS);
+      for (int k = 0; k < OV_STEPS; k++) {
+        order[k] = xmalloc(sizeof(int64_t) * OV_BATCH);
+        for (int i = 0; i < OV_BATCH; i++) {
+          seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+          order[k][i] = (int64_t)(seed % (uint64_t)total);
+        }
+      }
+      char *bufs[2] = {xmalloc((size_t)(OV_BATCH * rb)), xmalloc((size_t)(OV_BATCH * rb))};
+      /* R: a blocking batch (warm up, then the median of repeats). */
+      double r[OV_STEPS];
+      for (int k = 0; k < OV_STEPS; k++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now_s();
+        TRY(dds_get_batch(s, "v", bufs[0], (size_t)(OV_BATCH * rb), order[k], OV_BATCH));
+        r[k] = now_s() - t0;
+      }
+      double R = median(r + 4, OV_STEPS - 4), Rmax;
+      MPI_Allreduce(&R, &Rmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      double T = Rmax;
+      int bad = 0;
+      double plain[OV_REPEATS], ahead[OV_REPEATS], alone[OV_REPEATS];
+      for (int rep = 0; rep < OV_REPEATS; rep++) {
+        alone[rep] = loop(NULL, bufs, order, rb, T, 0, &bad);
+        plain[rep] = loop(s, bufs, order, rb, T, 0, &bad);
+        ahead[rep] = loop(s, bufs, order, rb, T, 1, &bad);
+      }
+      double p = median(plain, OV_REPEATS), a = median(ahead, OV_REPEATS), step = median(alone, OV_REPEATS);
+      double target = 1.15 * (step > Rmax ? step : Rmax);
+      int allbad = 0;
+      MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      failed |= allbad != 0;
+      if (me == 0) {
+        printf("  %-13s %7lld B: R %8.3f ms, T %8.3f ms (step alone %8.3f); per step: no prefetch %8.3f ms, "
+               "prefetch %8.3f ms (target <= %8.3f)%s%s\n",
+               m->label, (long long)rb, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a, 1e3 * target,
+               a <= target ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "");
+        if (out)
+          fprintf(out,
+                  "{\"type\": \"overlap\", \"method\": \"%s\", \"rb\": %lld, \"batch\": %d, \"steps\": %d, "
+                  "\"ranks\": %d, \"read_ms\": %.6f, \"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, "
+                  "\"prefetch_ms\": %.6f, \"target_ms\": %.6f, \"verified\": %s}\n",
+                  m->label, (long long)rb, OV_BATCH, OV_STEPS, np, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a,
+                  1e3 * target, allbad ? "false" : "true");
+      }
+      free(bufs[0]);
+      free(bufs[1]);
+      for (int k = 0; k < OV_STEPS; k++) free(order[k]);
+      free(order);
+      MPI_Barrier(MPI_COMM_WORLD);
+      TRY(dds_destroy(s));
+    }
+  }
+  return failed;
+}

@@ -1,0 +1,114 @@
+"""Non-blocking batched reads: ``PyDDStore.get_batch_async`` and its request.
+
+``req = store.get_batch_async(name, arr, indices)`` starts reading as
+``get_batch`` does and returns at once; the rows progress on a library thread
+while Python computes. ``req.wait()`` blocks (without the GIL) until they are
+in ``arr`` and raises the read's error (cffi releases the GIL around every call); ``req.done()`` never blocks. The
+request keeps ``arr``, the indices and the store alive until it completes.
+Errors in the arguments (name, dtype, shape, index) are raised by
+``get_batch_async`` itself. With method 0 in the collective batch mode the
+start is collective, as ``get_batch`` is: every rank starts the same
+requests in the same order.
+"""
+
+import threading
+
+import numpy as np
+
+from . import _args, _lib
+from ._buffers import extract
+from ._errors import BadStateError, InvalidArgumentError
+
+_INT64 = np.dtype(np.int64)
+_ffi = _lib.ffi
+_I64_ARRAY = _ffi.typeof("int64_t[]")
+
+
+class BatchRequest:
+    """One batched read in flight (from :meth:`PyDDStore.get_batch_async`)."""
+
+    __slots__ = ("_store", "_lib", "_req", "_arr", "_idx", "_lock", "__weakref__")
+
+    def __init__(self, store, req, arr, idx):
+        self._store = store  # keeps the store (and so the library) alive
+        self._lib = store._lib
+        self._req = req
+        self._arr = arr  # written until the read completes
+        self._idx = idx
+        self._lock = threading.Lock()
+
+    def done(self):
+        """True once the read has completed (wait() then returns at once)."""
+        # No lock: a wait in another thread holds it until the rows are in.
+        req = self._req
+        if req is None:
+            return True
+        flag = _ffi.new("int *")
+        rc = self._lib.dds_request_test(req, flag)
+        if rc:
+            if self._req is None:  # waited for (and released) meanwhile
+                return True
+            self._store._check(rc)
+        return bool(flag[0])
+
+    def wait(self):
+        """Waits for the rows (the GIL is released meanwhile); raises the read's error.
+
+        A request can be waited for once; a second wait raises BadStateError."""
+        with self._lock:
+            req, self._req = self._req, None
+            if req is None:
+                raise BadStateError("this request was already waited for")
+            try:
+                rc = self._lib.dds_request_wait(req)
+                if rc:
+                    self._store._check(rc)
+            finally:
+                self._arr = self._idx = None
+        return None
+
+    def __del__(self):
+        # An abandoned request: its read still writes arr, which this object
+        # keeps alive, so wait for it before letting go.
+        req = getattr(self, "_req", None)
+        if req is not None:
+            self._req = None
+            try:
+                self._lib.dds_request_free(req)
+            except Exception:  # interpreter shutdown
+                pass
+
+
+def start(store, name, arr, indices):
+    """The body of PyDDStore.get_batch_async (see the module docstring)."""
+    h = store._h
+    if h is None:
+        store._handle()  # raises
+    try:
+        try:
+            var = store._vars.get(name) or store._var(name)
+        except TypeError:  # an unhashable name
+            var = store._var(name)
+        ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+        if gpu:
+            store._device(arr, ptr, nbytes, name, "destination")  # refuses what the library cannot take
+        if itemsize != var.itemsize:
+            store._itemsize_check(var, name, itemsize)
+        if type(indices) is np.ndarray and indices.dtype == _INT64 and indices.ndim == 1 \
+                and indices.flags.c_contiguous:
+            idx = indices
+        else:
+            idx = _args.indices(indices)
+        iptr = _ffi.from_buffer(_I64_ARRAY, idx)  # the request keeps idx, so iptr's memory, alive
+        n = len(iptr)
+        if rows != n:
+            raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
+    except Exception as exc:
+        if store._collective():
+            store._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
+        raise
+    out = _ffi.new("dds_request **")
+    rc = store._lib.dds_get_batch_start(h, var.cname, ptr, nbytes, iptr, n, out)
+    if rc:
+        store._check(rc)
+    return BatchRequest(store, out[0], arr, idx)
