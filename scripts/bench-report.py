@@ -595,9 +595,6 @@ def markdown(R, perf_md, spread=None, py=None):
           "drop (their gain is fewer TLB misses).", ""] + memory_table(R) + [""]
     if py:
         L += python_section(R, py)
-
-
-          "minus the source buffer. Separate program runs (a peak cannot be reset).", ""] + memory_table(R) + [""]
     L += ["## Training loop: reads behind compute", "",
           "Batches of 128 random rows on 2 ranks; each step sleeps T = R (R: the median blocking `dds_get_batch`), "
           "standing for a GPU step that leaves the CPU free. Without prefetch a step reads, then sleeps (about "
