@@ -71,7 +71,13 @@ gpu-bundle: install-test-prefix
 install-test-prefix:
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
 
-test-rust:
+# Style gates first: formatting and clippy (warnings are errors).
+.PHONY: lint
+lint:
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
+
+test-rust: lint
 	cargo test --release --workspace
 
 test-c: install-test-prefix

@@ -250,22 +250,10 @@ impl Store {
         })
     }
 
-    pub fn method(&self) -> Method {
-        self.method
-    }
-
     /// True when `dds_get_batch` needs no matching calls on other ranks:
     /// methods 1 and 2, and method 0 in the one-sided batch mode.
     pub fn batch_is_onesided(&self) -> bool {
         self.method != Method::Mpi || self.batch_mode == BatchMode::Onesided
-    }
-
-    pub fn rank(&self) -> usize {
-        self.comm.rank()
-    }
-
-    pub fn size(&self) -> usize {
-        self.comm.size()
     }
 
     #[inline]

@@ -406,6 +406,24 @@ impl Drop for Mapping {
     }
 }
 
+impl Near {
+    /// A variable this process holds no shard of and no node-local view
+    /// on (a method-2 extra member's joined variable): every row goes
+    /// through the transport. (Added for method 2; see store_split.rs.)
+    pub fn remote_only() -> Near {
+        let node = NodeMap {
+            on: false,
+            me: usize::MAX,
+            node_of: Vec::new(),
+            slot: Vec::new(),
+            n_local: 0,
+            single: false,
+            node: None,
+        };
+        Near { node: Arc::new(node), on: false, own: std::ptr::null(), bases: Vec::new(), _maps: Vec::new() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,23 +485,5 @@ mod tests {
         // SAFETY: 3 bytes.
         assert_eq!(unsafe { std::slice::from_raw_parts(c.as_ptr(), 3) }, b"abc");
         assert!(Shard::shared(0, None).unwrap().len() == 0);
-    }
-}
-
-impl Near {
-    /// A variable this process holds no shard of and no node-local view
-    /// on (a method-2 extra member's joined variable): every row goes
-    /// through the transport. (Added for method 2; see store_split.rs.)
-    pub fn remote_only() -> Near {
-        let node = NodeMap {
-            on: false,
-            me: usize::MAX,
-            node_of: Vec::new(),
-            slot: Vec::new(),
-            n_local: 0,
-            single: false,
-            node: None,
-        };
-        Near { node: Arc::new(node), on: false, own: std::ptr::null(), bases: Vec::new(), _maps: Vec::new() }
     }
 }

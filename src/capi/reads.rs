@@ -73,7 +73,7 @@ unsafe fn get_body(
 ) -> Result<()> {
     let s = store_of(store)?;
     let name = name_arg(name)?;
-    let stream = (!stream.is_null()).then(|| Stream(stream as usize));
+    let stream = (!stream.is_null()).then_some(Stream(stream as usize));
     s.get_to(name, out_ptr("dst", dst, dst_bytes)?, dst_bytes, start, count, stream)
 }
 
@@ -146,7 +146,7 @@ unsafe fn batch_body(
         Ok((idx, out_ptr("dst", dst, dst_bytes)?))
     })();
     let name = name_res.unwrap_or("");
-    let stream = (!stream.is_null()).then(|| Stream(stream as usize));
+    let stream = (!stream.is_null()).then_some(Stream(stream as usize));
     match checked {
         Ok((idx, d)) => s.get_batch_to(name, d, dst_bytes, Ok(idx), stream),
         Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),

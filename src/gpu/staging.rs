@@ -14,7 +14,7 @@ pub fn plan_chunks(rows: usize, row_bytes: usize, cap: usize) -> Vec<(usize, usi
     if rows == 0 {
         return Vec::new();
     }
-    let per = if row_bytes == 0 { rows } else { (cap / row_bytes).max(1) };
+    let per = cap.checked_div(row_bytes).map_or(rows, |p| p.max(1));
     (0..rows).step_by(per).map(|first| (first, per.min(rows - first))).collect()
 }
 
@@ -96,6 +96,7 @@ mod with_cuda {
     /// legacy default stream). Without a stream the call returns once the
     /// copies have completed; with one it returns at once and the copies run
     /// in the stream's order.
+    #[allow(clippy::too_many_arguments)] // the chunk plan's inputs, the device and the fill callback
     pub fn read_staged(
         d: &Driver,
         dev: i32,
