@@ -141,9 +141,11 @@ static int owner_of(const var_t *v, int64_t g) {
 
 /* ---- bookkeeping --------------------------------------------------------- */
 
-enum { C_GET, C_BATCH, C_UPDATE, C_INIT, C_ADD, C_RECV, C_INFO, C_PROFILE, C_CREATE, C_NAME, N_CALLS };
-static const char *CALL_NAMES[N_CALLS] = {"dds_get", "dds_get_batch", "dds_update", "dds_init", "dds_add",
-                                          "dds_register_recv", "dds_info", "dds_profile", "dds_create", "names"};
+enum { C_GET, C_BATCH, C_START, C_UPDATE, C_INIT, C_ADD, C_RECV, C_INFO, C_PROFILE, C_CREATE, C_NAME, N_CALLS };
+static const char *CALL_NAMES[N_CALLS] = {"dds_get",     "dds_get_batch",     "dds_get_batch_start",
+                                          "dds_update",  "dds_init",          "dds_add",
+                                          "dds_register_recv", "dds_info",    "dds_profile",
+                                          "dds_create",  "names"};
 static long long n_cases[N_CALLS], n_skipped[N_CALLS];
 
 typedef struct {
@@ -293,6 +295,23 @@ static void batch_case(dds_store *s, const var_t *v, const int64_t *idx, int64_t
   arm();
   dds_status st = dds_get_batch(s, v->name, dst, db, idx, n);
   if (verdict(C_BATCH, st, want, desc)) {
+    EXPECT(t_rows_ok(dst, n, v->elems, v->item, v->tag, idx, 0));
+    EXPECT(untouched(db));
+  } else {
+    EXPECT(untouched(0));
+  }
+  /* The same case as a non-blocking read: argument errors come from the
+   * start (no request is made), the rows from the wait. */
+  arm();
+  dds_request *req = NULL;
+  st = dds_get_batch_start(s, v->name, dst, db, idx, n, &req);
+  if (st == DDS_OK) {
+    EXPECT(req != NULL);
+    st = dds_request_wait(req);
+  } else {
+    EXPECT(req == NULL);
+  }
+  if (verdict(C_START, st, want, desc)) {
     EXPECT(t_rows_ok(dst, n, v->elems, v->item, v->tag, idx, 0));
     EXPECT(untouched(db));
   } else {
