@@ -427,11 +427,14 @@ def py_targets(R, P):
     for g in groups:
         for rb in sorted({m["row_bytes"] for m in P["meas"] if m["group"] == g}):
             p = py_find(P, g, "get_batch", rb)
+            d = p.get("direct_us_per_row", {}).get("median") if p else None
             c = R.med("store", rb, BATCH, method=g, op="get_batch") if R else None
-            if p and c:
-                r = p["us_per_row"]["median"] / c
-                rows.append((f"{g}: pyddstore get_batch ({BATCH}) per row ≤ {TARGET}x dds_get_batch (same run)",
-                             size_name(rb), f"{r:.2f}x ({fmt(p['us_per_row']['median'])} vs {fmt(c)} us/row)",
+            if p and d:
+                r = p["us_per_row"]["median"] / d
+                bench_c = f"; capi-tests/bench, minutes apart: {fmt(c)} us/row" if c else ""
+                rows.append((f"{g}: pyddstore get_batch ({BATCH}) per row ≤ {TARGET}x dds_get_batch (same run, "
+                             "interleaved)", size_name(rb),
+                             f"{r:.2f}x ({fmt(p['us_per_row']['median'])} vs {fmt(d)} us/row{bench_c})",
                              r <= TARGET))
     for on, off in PY_GROUP_OFF.items():
         for rb in sorted({m["row_bytes"] for m in P["meas"] if m["group"] == on}):
@@ -455,8 +458,12 @@ def python_section(R, P):
          f"{la0[0]} {la0[1]} {la0[2]}, end {la1[0]} {la1[1]} {la1[2]}"
          + ("; **quick run**" if meta.get("quick") else "") + ". "
          "Destinations: reused (one array), fresh (`numpy.empty` per call), registered (`register_recv`). "
-         "C is capi-tests/bench's `store` figure of the same group, row size, batch and destination kind "
-         "(its destinations are malloc'd; numpy's large arrays start 16 bytes past a page boundary).", ""]
+         "Direct is the same dds_get / dds_get_batch called straight through cffi with the arguments ready, into "
+         "the same kind of destination, its repeats interleaved with pyddstore's and with the other group of the "
+         "node-local off/on pair (both stores alive): the Python / direct and on / off ratios compare figures "
+         "taken under the same load. C is capi-tests/bench's `store` figure of the same group, row size, batch and "
+         "destination kind, measured minutes earlier (its destinations are malloc'd; numpy's large arrays start 16 "
+         "bytes past a page boundary).", ""]
     if P["skips"]:
         L += [f"- `{s['group']}` skipped: {s['reason']}" for s in P["skips"]] + [""]
     L += ["| target | where | figure | met |", "|---|---|---|---|"]
@@ -464,15 +471,18 @@ def python_section(R, P):
         L.append(f"| {t} | {where} | {fig} | {'yes' if ok else '**no**'} |")
     L += ["", "Microseconds per row per rank (rank 0's median; min and max over its repeats; the largest median of "
           "any rank), Python next to C:", "",
-          "| group | row size | op | rows per call | dest | Python | min | max | max over ranks | C | Python / C | verified |",
-          "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+          "| group | row size | op | rows per call | dest | Python | min | max | max over ranks | direct | "
+          "Python / direct | C | Python / C | verified |",
+          "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for m in P["meas"]:
         u = m["us_per_row"]
         c = R.med("store", m["row_bytes"], m["batch"], dest=m["dest"], method=m["group"], op=m["op"]) if R else None
         ratio = f"{u['median'] / c:.2f}x" if c else "–"
+        d = m.get("direct_us_per_row", {}).get("median")
+        dratio = f"{u['median'] / d:.2f}x" if d else "–"
         L.append(f"| {m['group']} | {size_name(m['row_bytes'])} | {m['op']} | {m['batch']} | {m['dest']} | "
-                 f"{fmt(u['median'])} | {fmt(u['min'])} | {fmt(u['max'])} | {fmt(u['max_rank_median'])} | {fmt(c)} | "
-                 f"{ratio} | {'yes' if m['verified'] else '**NO**'} |")
+                 f"{fmt(u['median'])} | {fmt(u['min'])} | {fmt(u['max'])} | {fmt(u['max_rank_median'])} | {fmt(d)} | "
+                 f"{dratio} | {fmt(c)} | {ratio} | {'yes' if m['verified'] else '**NO**'} |")
     return L + [""]
 
 

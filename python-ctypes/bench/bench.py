@@ -14,8 +14,13 @@ sizes, on the store variants of the C bench that Python users meet (method
 C bench's). Every rank reads uniformly random global rows at the same time;
 a figure is microseconds per row per rank: rank 0's median over `repeats`
 timed repeats of at least `min-repeat-ms` each (min and max beside it) and
-the largest median of any rank. One more call of every path is checked row
-by row afterwards.
+the largest median of any rank. Beside each pyddstore path, the same call
+is made "direct": straight to dds_get / dds_get_batch through cffi with the
+arguments ready, into the same kind of destination. The node-local off and
+on stores of a pair are alive together, and the repeats of all four paths
+(off and on, pyddstore and direct) are interleaved, so the Python / C and
+on / off ratios compare figures taken under the same load. One more call of
+every path is checked row by row afterwards.
 
 Then the fixed cost of one call: `get` of an 8-byte row, node-local
 (method 0), as a median like the rest and as the minimum over many short
@@ -40,13 +45,13 @@ from pyddstore import _lib  # noqa: E402
 
 SIZES = (3072, 12800, 204800, 1048576)
 BATCH = 128
-# label (capi-tests/bench's), method, DDSTORE_FABRIC, DDSTORE_NODE_LOCAL
-GROUPS = (
-    ("mpi", 0, None, "0"),
-    ("mpi+local", 0, None, "1"),
-    ("fabric:shm", 1, "shm", "0"),
-    ("fabric+local", 1, "shm", "1"),
+# label (capi-tests/bench's), method, DDSTORE_FABRIC, DDSTORE_NODE_LOCAL; each
+# pair is one store with node-local reads off and the same with them on
+PAIRS = (
+    (("mpi", 0, None, "0"), ("mpi+local", 0, None, "1")),
+    (("fabric:shm", 1, "shm", "0"), ("fabric+local", 1, "shm", "1")),
 )
+GROUPS = tuple(g for pair in PAIRS for g in pair)
 DESTS = ("reused", "fresh", "registered")
 _perf = time.perf_counter
 
@@ -77,32 +82,41 @@ def make_store(comm, method, fabric, node_local):
                 os.environ[k] = v
 
 
-def timed(comm, fn, rows_per_call, opt):
-    """Rank-0 statistics of us/row over the repeats: every rank makes the same
-    number of calls (method-0 batches are collective), enough for the slowest
-    rank's repeat to last min_repeat_ms."""
-    fn()  # warm: first-touch of destinations, registrations, caches
+def stats_of(per, comm):
+    per = sorted(per)
+    med = float(np.median(per))
+    return {"median": round(med, 4), "min": round(per[0], 4), "max": round(per[-1], 4),
+            "max_rank_median": round(comm.allreduce(med, op=MPI.MAX), 4)}
+
+
+def timed(comm, fns, rows_per_call, opt):
+    """Rank-0 statistics of us/row over the repeats of each of `fns`, whose
+    repeats are interleaved (repeat k of every fn runs before repeat k+1 of
+    any), so that the ratios between them see the same machine: on a loaded
+    2-core machine figures taken minutes apart differ by 25%. Every rank makes
+    the same number of calls (method-0 batches are collective), enough for the
+    slowest rank's repeat of fns[0] to last min_repeat_ms."""
+    for fn in fns:
+        fn()  # warm: first-touch of destinations, registrations, caches
     calls, min_s = 1, opt.min_repeat_ms / 1000
     while True:
         comm.Barrier()
         t0 = _perf()
         for _ in range(calls):
-            fn()
+            fns[0]()
         dt = comm.allreduce(_perf() - t0, op=MPI.MAX)
         if dt >= min_s or calls >= 1 << 20:
             break
         calls = max(calls * 2, int(calls * min_s / max(dt, 1e-9) * 1.1))
-    per = []
+    per = [[] for _ in fns]
     for _ in range(opt.repeats):
-        comm.Barrier()
-        t0 = _perf()
-        for _ in range(calls):
-            fn()
-        per.append((_perf() - t0) * 1e6 / (calls * rows_per_call))
-    per.sort()
-    med = float(np.median(per))
-    return {"median": round(med, 4), "min": round(per[0], 4), "max": round(per[-1], 4),
-            "max_rank_median": round(comm.allreduce(med, op=MPI.MAX), 4)}, calls
+        for fn, p in zip(fns, per):
+            comm.Barrier()
+            t0 = _perf()
+            for _ in range(calls):
+                fn()
+            p.append((_perf() - t0) * 1e6 / (calls * rows_per_call))
+    return [stats_of(p, comm) for p in per], calls
 
 
 class Paths:
@@ -153,6 +167,33 @@ class Paths:
             self.last = (dst, idx)
         return call
 
+    def direct(self, op, dest):
+        """The same call made straight to the library through cffi with the
+        arguments ready (no pyddstore in between): the C figure measured in
+        this process, interleaved with pyddstore's."""
+        s, var, e = self.store, self.var, self.elems
+        lib, h, cname, ffi = s._lib, s._h, s._var(var).cname, _lib.ffi
+        n = 1 if op == "get" else BATCH
+        fixed = {"reused": self.one if n == 1 else self.batch,
+                 "registered": self.reg_one if n == 1 else self.reg_batch}.get(dest)
+        fixed_ptr = ffi.from_buffer(fixed) if fixed is not None else None
+        nbytes = n * e * 8
+        pool, pool_list = self.pool, self.pool_list
+
+        def call():
+            c = self._next(n)
+            dst = np.empty((n, e), np.int64) if fixed is None else fixed
+            ptr = ffi.from_buffer(dst) if fixed is None else fixed_ptr
+            if n == 1:
+                rc = lib.dds_get(h, cname, ptr, nbytes, pool_list[c], 1)
+            else:
+                idx = pool[c:c + n]
+                rc = lib.dds_get_batch(h, cname, ptr, nbytes, ffi.from_buffer("int64_t[]", idx), n)
+            if rc:
+                raise RuntimeError(f"direct {op} failed with status {rc}")
+            self.last = (dst, pool[c:c + n])
+        return call
+
     def check(self, fn):
         """Runs fn once more into a zeroed destination; True if every row is right."""
         for d in (self.one, self.batch, self.reg_one, self.reg_batch):
@@ -167,40 +208,54 @@ class Paths:
         self.store.unregister_recv(self.var, self.reg_batch)
 
 
-def run_group(comm, out, label, method, fabric, node_local, opt):
+def run_pair(comm, out, pair, opt):
+    """One store per group of `pair` (node-local off, then on), alive at the
+    same time, so that every path of both, through pyddstore and direct, is
+    timed in one interleaved set: the Python / C and on / off ratios then
+    compare figures taken under the same load."""
     me = comm.rank
     for rb in opt.sizes:
-        store, why = make_store(comm, method, fabric, node_local)
-        if store is None:
-            if me == 0:
-                out.write(json.dumps({"type": "pyskip", "group": label, "reason": why}) + "\n")
-                print(f"{label:12s} skipped: {why}")
-            return
         elems = rb // 8
         rows = max(1, (opt.shard_mib << 20) // rb)
         first = rows * me
         var = f"rows{rb}"
-        data = np.arange(first * elems, (first + rows) * elems, dtype=np.int64).reshape(rows, elems)
-        store.add(var, data)
-        del data
-        paths = Paths(comm, store, var, rows, elems, np.random.default_rng(1000 * me + rb))
+        live = []  # (label, method, node_local, store, paths)
+        for label, method, fabric, node_local in pair:
+            store, why = make_store(comm, method, fabric, node_local)
+            if store is None:
+                if me == 0 and rb == opt.sizes[0]:
+                    out.write(json.dumps({"type": "pyskip", "group": label, "reason": why}) + "\n")
+                    print(f"{label:12s} skipped: {why}")
+                continue
+            data = np.arange(first * elems, (first + rows) * elems, dtype=np.int64).reshape(rows, elems)
+            store.add(var, data)
+            del data
+            rng = np.random.default_rng(1000 * me + rb + 7919 * len(live))
+            live.append((label, method, node_local, store, Paths(comm, store, var, rows, elems, rng)))
         for op, batch in (("get", 1), ("get_batch", BATCH)):
             for dest in DESTS:
-                fn = paths.get(dest) if op == "get" else paths.get_batch(dest)
-                stats, calls = timed(comm, fn, batch, opt)
-                ok = comm.allreduce(paths.check(fn), op=MPI.LAND)
-                rec = {"type": "pymeasure", "group": label, "method": method, "node_local": int(node_local),
-                       "op": op, "row_bytes": rb, "batch": batch, "dest": dest, "ranks": comm.size,
-                       "repeats": opt.repeats, "calls_per_repeat": calls, "us_per_row": stats, "verified": ok}
-                if me == 0:
-                    out.write(json.dumps(rec) + "\n")
-                    out.flush()
-                    print(f"{label:12s} {op:9s} {rb:8d} {batch:4d} {dest:10s} {stats['median']:10.3f} "
-                          f"{stats['min']:10.3f} {stats['max']:10.3f} {stats['max_rank_median']:10.3f}"
-                          + ("" if ok else "  VERIFY FAILED"))
-        paths.close()
-        comm.Barrier()
-        store.free()
+                fns, who = [], []
+                for label, method, node_local, store, paths in live:
+                    fns += [paths.get(dest) if op == "get" else paths.get_batch(dest), paths.direct(op, dest)]
+                    who.append((label, method, node_local, paths))
+                stats, calls = timed(comm, fns, batch, opt)
+                for k, (label, method, node_local, paths) in enumerate(who):
+                    py, direct = stats[2 * k], stats[2 * k + 1]
+                    ok = comm.allreduce(paths.check(fns[2 * k]) and paths.check(fns[2 * k + 1]), op=MPI.LAND)
+                    rec = {"type": "pymeasure", "group": label, "method": method, "node_local": int(node_local),
+                           "op": op, "row_bytes": rb, "batch": batch, "dest": dest, "ranks": comm.size,
+                           "repeats": opt.repeats, "calls_per_repeat": calls, "us_per_row": py,
+                           "direct_us_per_row": direct, "interleaved": [w[0] for w in who], "verified": ok}
+                    if me == 0:
+                        out.write(json.dumps(rec) + "\n")
+                        out.flush()
+                        print(f"{label:12s} {op:9s} {rb:8d} {batch:4d} {dest:10s} {py['median']:10.3f} "
+                              f"{py['min']:10.3f} {py['max']:10.3f} {py['max_rank_median']:10.3f} "
+                              f"{direct['median']:10.3f}" + ("" if ok else "  VERIFY FAILED"))
+        for *_, store, paths in live:
+            paths.close()
+            comm.Barrier()
+            store.free()
 
 
 def per_call(comm, out, opt):
@@ -228,7 +283,7 @@ def per_call(comm, out, opt):
         lib.dds_get(h, var.cname, ptr, 8, pool[c], 1)
 
     for what, fn in (("get", get), ("raw", raw)):
-        stats, calls = timed(comm, fn, 1, opt)
+        (stats,), calls = timed(comm, [fn], 1, opt)
         best = float("inf")
         for _ in range(opt.short_repeats):  # short repeats: some fit in one time slice
             t0 = _perf()
@@ -281,11 +336,12 @@ def main():
                               "min_repeat_ms": opt.min_repeat_ms, "shard_bytes": opt.shard_mib << 20,
                               "quick": opt.quick}) + "\n")
         print(f"{'group':12s} {'op':9s} {'row':>8s} {'rows':>4s} {'dest':10s} {'median':>10s} {'min':>10s} "
-              f"{'max':>10s} {'max rank':>10s}   (us per row)")
+              f"{'max':>10s} {'max rank':>10s} {'direct':>10s}   (us per row)")
     wanted = opt.groups.split(",")
-    for label, method, fabric, node_local in GROUPS:
-        if label in wanted:
-            run_group(comm, out, label, method, fabric, node_local, opt)
+    for pair in PAIRS:
+        chosen = tuple(g for g in pair if g[0] in wanted)
+        if chosen:
+            run_pair(comm, out, chosen, opt)
     per_call(comm, out, opt)
     if comm.rank == 0:
         out.write(json.dumps({"type": "pyend", "seconds": round(time.time() - t0, 1),
