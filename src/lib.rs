@@ -22,6 +22,7 @@ pub mod config;
 pub mod copy;
 pub mod error;
 pub(crate) mod gpu;
+pub mod hash;
 pub mod layout;
 pub(crate) mod mpi;
 pub(crate) mod profile;

@@ -143,9 +143,9 @@ pub struct Store {
     async_comm: Option<Comm>,
 }
 
-/// FNV-1a: a cheap fingerprint to check that ranks name the same variable.
+/// A cheap fingerprint to check that ranks name the same variable.
 fn fingerprint(name: &str) -> i64 {
-    name.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)) as i64
+    crate::hash::fnv1a(name.as_bytes()) as i64
 }
 
 impl Store {

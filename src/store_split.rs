@@ -69,7 +69,7 @@ fn new_session() -> u64 {
         let _ = f.read_exact(&mut rnd);
     }
     seed.extend_from_slice(&rnd);
-    hs::fnv1a(&seed) | 1
+    crate::hash::fnv1a(&seed) | 1
 }
 
 impl Split {

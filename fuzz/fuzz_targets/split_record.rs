@@ -6,7 +6,8 @@
 //! repaired, which lets the fuzzer reach the fields behind them.
 #![no_main]
 
-use ddstore::backend::split::{fnv1a, parse, serialize, Expect, Record};
+use ddstore::backend::split::{parse, serialize, Expect, Record};
+use ddstore::hash::fnv1a;
 use ddstore::error::Kind;
 use libfuzzer_sys::fuzz_target;
 

@@ -66,10 +66,7 @@ const RANK_MIN: usize = 2 + 8 + 8 + 8;
 pub const RECORD_SUFFIX: &str = ".ddsrec";
 pub const DONE_PREFIX: &str = "ddsdone.";
 
-/// FNV-1a, 64 bits.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
-}
+use crate::hash::fnv1a;
 
 /// One core rank's entry.
 #[derive(Clone, PartialEq, Eq)]

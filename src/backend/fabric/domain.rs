@@ -123,7 +123,7 @@ fn cstr(p: *const c_char) -> String {
 }
 
 fn fingerprint(s: &str) -> u64 {
-    s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    crate::hash::fnv1a(s.as_bytes())
 }
 
 /// Mode bits that libfabric 2.x headers may no longer define (values from
