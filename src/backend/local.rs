@@ -409,7 +409,7 @@ impl Drop for Mapping {
 impl Near {
     /// A variable this process holds no shard of and no node-local view
     /// on (a method-2 extra member's joined variable): every row goes
-    /// through the transport. (Added for method 2; see store_split.rs.)
+    /// through the transport. (Added for method 2; see store/split.rs.)
     pub fn remote_only() -> Near {
         let node = NodeMap {
             on: false,

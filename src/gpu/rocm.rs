@@ -2,7 +2,7 @@
 //! default). hip-sys links libamdhip64 and needs the HIP headers to build,
 //! so this module is compiled only where ROCm is installed; it has never been
 //! built by this project's CI. Only classification is provided: reads into
-//! ROCm memory fail with DDS_ERR_GPU (see store_gpu.rs).
+//! ROCm memory fail with DDS_ERR_GPU (see store/gpu.rs).
 
 use hip_sys::hiprt as hip;
 

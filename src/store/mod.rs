@@ -22,10 +22,8 @@ use crate::profile::{Snapshot, Timer};
 use crate::shard::Shard;
 use crate::var::{Transport, Variable};
 
-#[path = "store_split.rs"]
 mod split;
 use split::Split;
-#[path = "store_gpu.rs"]
 mod gpu;
 pub use gpu::GpuSettings;
 mod request;
@@ -131,9 +129,9 @@ pub struct Store {
     fabric: Option<Arc<Fabric>>,
     /// Which store ranks share this node (node-local reads).
     node: Arc<NodeMap>,
-    /// Method 2: role, hand-shake directory and state (store_split.rs).
+    /// Method 2: role, hand-shake directory and state (split.rs).
     split: Option<Split>,
-    /// Device-memory handling (store_gpu.rs).
+    /// Device-memory handling (gpu.rs).
     gpu: GpuSettings,
     /// Non-blocking batches in flight and their threads (store/request.rs).
     requests: Requests,
@@ -853,7 +851,7 @@ pub(crate) fn check_nic_map(option: Option<&str>, env: Option<&str>) -> Result<(
     }
 }
 
-/// Rows read by the chunks of one staged read (`store_gpu.rs`), which
+/// Rows read by the chunks of one staged read (`gpu.rs`), which
 /// counts them as the one call the user made.
 #[derive(Default)]
 pub(crate) struct Tally {
