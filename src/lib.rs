@@ -11,9 +11,15 @@
 //! - [`store`]: a store's communicator, its registry of variables, dispatch,
 //!   and the agreement that makes collective calls fail on all ranks together;
 //! - [`var`], [`layout`], [`shard`]: one variable's shape, row ownership and memory;
-//! - [`backend`]: transports (method 0: MPI RMA);
-//! - [`mpi`]: small wrappers over mpi-sys; [`config`]: environment variables;
-//!   [`profile`]: counters; [`gpu`]: device memory (classification, staging).
+//! - [`backend`]: transports (method 0: MPI RMA and the collective exchange;
+//!   methods 1 and 2: libfabric; node-local shared memory; the method-2
+//!   hand-shake format);
+//! - [`mpi`]: small wrappers over mpi-sys; [`gpu`]: device memory
+//!   (classification, staging);
+//! - leaves: [`config`] (environment variables), [`error`] (the status list),
+//!   [`profile`] (counters), [`copy`] (the row copy), [`hash`] (FNV-1a).
+//!
+//! docs/architecture.md has the map, a read's path and the one-source lists.
 
 pub mod backend;
 #[allow(non_camel_case_types, clippy::missing_safety_doc)]
