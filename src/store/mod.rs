@@ -400,11 +400,9 @@ impl Store {
             let Some((owner, local)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(()) };
             let mut t = Timer::start(self.cfg.profile);
             let offset = local as u64 * v.row_bytes;
-            let direct = v.near.src(owner);
-            if let Some(base) = direct {
-                // This rank's shard or a same-node peer's: one copy.
-                // SAFETY: the rows lie inside the owner's shard (checked above).
-                unsafe { copy_rows(dst, base.add(offset as usize), dst_bytes) };
+            // SAFETY: dst holds dst_bytes; the rows lie inside the owner's shard (checked above).
+            let direct = unsafe { copy_near(v, owner, offset, dst, dst_bytes) };
+            if direct {
                 t.lap(&v.counters.read_ns);
             } else {
                 match &v.transport {
@@ -419,7 +417,7 @@ impl Store {
                     }
                 }
             }
-            Tally::record(tally, v, count as u64, if direct.is_some() { count as u64 } else { 0 });
+            Tally::record(tally, v, count as u64, if direct { count as u64 } else { 0 });
             Ok(())
         })
     }
@@ -490,10 +488,7 @@ impl Store {
         if self.batch_is_onesided() {
             let idx = indices?;
             let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
-            return match &v.transport {
-                Transport::Rma(r) => self.batch_onesided_rma(v, r, dst, dst_bytes, idx, tally),
-                Transport::Fabric(_) => self.batch_onesided(v, dst, dst_bytes, idx, tally),
-            };
+            return self.batch_onesided(v, dst, dst_bytes, idx, tally);
         }
         let local = indices.and_then(|idx| match var {
             None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
@@ -505,8 +500,10 @@ impl Store {
         self.batch_collective(name, local, dst)
     }
 
-    /// Method 1: every index is checked, local rows are copied, and the
-    /// remote ones are read with one-sided reads (all posted, then waited for).
+    /// A one-sided batch (methods 1 and 2; method 0 in the one-sided batch
+    /// mode): every index is checked, rows this rank maps are copied
+    /// (`plan_onesided`), and the others are read by the transport, every
+    /// read posted before any is waited for. Needs no other rank's call.
     fn batch_onesided(
         &self,
         v: &Variable,
@@ -520,77 +517,35 @@ impl Store {
         if idx.is_empty() {
             return Ok(());
         }
-        let Transport::Fabric(f) = &v.transport else {
-            bail!(Internal, "variable '{}' has no fabric transport", v.name)
-        };
-        let rb = v.row_bytes as usize;
-        let mut local_rows = 0u64;
-        let mut ops = Vec::with_capacity(idx.len());
-        for (i, &g) in idx.iter().enumerate() {
-            let (owner, local) = v.layout.owner(g);
-            // SAFETY: dst holds idx.len() rows (checked above).
-            let at = unsafe { dst.add(i * rb) };
-            if let Some(base) = v.near.src(owner) {
-                // This rank's shard or a same-node peer's: one copy.
-                // SAFETY: the row lies inside the owner's shard.
-                unsafe { copy_rows(at, base.add(local as usize * rb), rb) };
-                local_rows += 1;
-            } else {
+        let local_rows = match &v.transport {
+            // The engine times its own phases (lock, mr, read, cq).
+            Transport::Fabric(f) => {
+                let mut ops = Vec::with_capacity(idx.len());
                 // Rows adjacent at the owner and in dst (sorted runs) become one read.
-                let off = local as u64 * v.row_bytes;
-                match ops.last_mut() {
+                let local_rows = plan_onesided(v, dst, idx, |owner, off, at, rb| match ops.last_mut() {
                     Some(last) if f.extends(last, owner, off, at) => last.len += rb,
                     _ => ops.push(f.op(owner, off, at, rb)),
-                }
+                });
+                f.read(&ops, dst, dst_bytes, &v.counters, self.cfg.profile)?;
+                local_rows
             }
-        }
-        f.read(&ops, dst, dst_bytes, &v.counters, self.cfg.profile)?;
-        Tally::record(tally, v, idx.len() as u64, local_rows);
-        Ok(())
-    }
-
-    /// Method 0, one-sided batch mode: every index is checked, node-local
-    /// rows are copied, and the others are read with pipelined
-    /// passive-target gets (adjacent rows merged). Needs no other rank.
-    fn batch_onesided_rma(
-        &self,
-        v: &Variable,
-        r: &RmaVar,
-        dst: *mut u8,
-        dst_bytes: usize,
-        idx: &[i64],
-        tally: Option<&Tally>,
-    ) -> Result<()> {
-        v.check_dst("destination", dst_bytes, idx.len() as i64)?;
-        v.check_indices(idx, "the")?;
-        if idx.is_empty() {
-            return Ok(());
-        }
-        let mut t = Timer::start(self.cfg.profile);
-        let rb = v.row_bytes as usize;
-        let mut local_rows = 0u64;
-        let mut ops: Vec<GetOp> = Vec::new();
-        for (i, &g) in idx.iter().enumerate() {
-            let (owner, local) = v.layout.owner(g);
-            // SAFETY: dst holds idx.len() rows (checked above).
-            let at = unsafe { dst.add(i * rb) };
-            if let Some(base) = v.near.src(owner) {
-                // SAFETY: the row lies inside the owner's shard.
-                unsafe { copy_rows(at, base.add(local as usize * rb), rb) };
-                local_rows += 1;
-            } else {
-                let offset = local as u64 * v.row_bytes;
-                if !ops.last_mut().is_some_and(|last| last.extend(owner, offset, at, rb)) {
-                    ops.push(GetOp { owner, offset, dst: at, len: rb });
+            Transport::Rma(r) => {
+                let mut t = Timer::start(self.cfg.profile);
+                let mut ops: Vec<GetOp> = Vec::new();
+                let local_rows = plan_onesided(v, dst, idx, |owner, offset, at, rb| {
+                    if !ops.last_mut().is_some_and(|last| last.extend(owner, offset, at, rb)) {
+                        ops.push(GetOp { owner, offset, dst: at, len: rb });
+                    }
+                });
+                if !ops.is_empty() {
+                    let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+                    let mut touched = Vec::new();
+                    r.read_batch(&ops, &mut touched)?;
                 }
+                t.lap(&v.counters.read_ns);
+                local_rows
             }
-        }
-        if !ops.is_empty() {
-            let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-            let mut touched = Vec::new();
-            r.read_batch(&ops, &mut touched)?;
-        }
-        t.lap(&v.counters.read_ns);
+        };
         Tally::record(tally, v, idx.len() as u64, local_rows);
         Ok(())
     }
@@ -885,6 +840,47 @@ impl Tally {
 
 /// An empty read moves nothing, but its `start` must still name a place in
 /// the variable: [0, total rows] (the end included, as for a slice).
+/// Copies `len` bytes at `offset` of `owner`'s shard into `dst` when this
+/// rank maps that shard (its own, or a same-node peer's with node-local
+/// reads on); false when the bytes must travel by the transport.
+///
+/// # Safety
+/// `dst` is writable for `len` bytes, and `offset + len` lies inside the
+/// owner's shard.
+unsafe fn copy_near(v: &Variable, owner: usize, offset: u64, dst: *mut u8, len: usize) -> bool {
+    match v.near.src(owner) {
+        Some(base) => {
+            // SAFETY: the caller's contract.
+            unsafe { copy_rows(dst, base.add(offset as usize), len) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// The plan of a one-sided batch, the same for every transport: row i of
+/// `dst` receives global row `idx[i]`, copied here when this rank maps its
+/// owner's shard, else handed to `remote(owner, offset, at, row_bytes)` for
+/// the transport to read. Returns the rows copied here. The destination
+/// size and the indices are checked by the caller.
+fn plan_onesided(v: &Variable, dst: *mut u8, idx: &[i64], mut remote: impl FnMut(usize, u64, *mut u8, usize)) -> u64 {
+    let rb = v.row_bytes as usize;
+    let mut local_rows = 0u64;
+    for (i, &g) in idx.iter().enumerate() {
+        let (owner, local) = v.layout.owner(g);
+        let offset = local as u64 * v.row_bytes;
+        // SAFETY: dst holds idx.len() rows and the row lies inside its
+        // owner's shard (both checked by the caller).
+        let at = unsafe { dst.add(i * rb) };
+        if unsafe { copy_near(v, owner, offset, at, rb) } {
+            local_rows += 1;
+        } else {
+            remote(owner, offset, at, rb);
+        }
+    }
+    local_rows
+}
+
 fn check_empty_start(v: &Variable, start: i64) -> Result<()> {
     let total = v.layout.total();
     if !(0..=total).contains(&start) {
