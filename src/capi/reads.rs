@@ -132,25 +132,46 @@ unsafe fn batch_body(
     stream: *mut c_void,
 ) -> Result<()> {
     let s = store_of(store)?;
-    // Argument errors are folded into the collective's agreement step.
+    let (name, checked) = batch_args(name, dst, dst_bytes, indices, n, || Ok(()));
+    let stream = (!stream.is_null()).then_some(Stream(stream as usize));
+    match checked {
+        Ok((idx, d)) => s.get_batch_to(name, d, dst_bytes, Ok(idx), stream),
+        Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+    }
+}
+
+/// The arguments of a batched read (`dds_get_batch*`, `dds_get_batch_start`),
+/// checked as far as this layer can: the name ("" when unusable) and either
+/// the indices and destination or the first error, in the order name,
+/// `more` (a caller's own output checks), `n`, `indices`, `dst`. The error is
+/// not returned early: a method-0 collective batch folds it into its
+/// agreement step, so that every rank fails together.
+///
+/// # Safety
+/// As the entry points: `indices` points to `n` values when not NULL.
+pub(super) unsafe fn batch_args<'a>(
+    name: *const c_char,
+    dst: *mut c_void,
+    dst_bytes: usize,
+    indices: *const i64,
+    n: i64,
+    more: impl FnOnce() -> Result<()>,
+) -> (&'a str, Result<(&'a [i64], *mut u8)>) {
     let name_res = name_arg(name);
-    let checked: Result<(&[i64], *mut u8)> = (|| {
+    let checked = (|| {
         name_res.as_ref().map_err(|e| e.clone())?;
+        more()?;
         if n < 0 {
             bail!(InvalidArgument, "n {n} is negative");
         }
         if n > 0 && indices.is_null() {
             bail!(InvalidArgument, "indices is NULL but n is {n}");
         }
-        let idx = if n == 0 { &[][..] } else { std::slice::from_raw_parts(indices, n as usize) };
+        // SAFETY: the caller's contract; n > 0 and indices is not NULL.
+        let idx = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(indices, n as usize) } };
         Ok((idx, out_ptr("dst", dst, dst_bytes)?))
     })();
-    let name = name_res.unwrap_or("");
-    let stream = (!stream.is_null()).then_some(Stream(stream as usize));
-    match checked {
-        Ok((idx, d)) => s.get_batch_to(name, d, dst_bytes, Ok(idx), stream),
-        Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
-    }
+    (name_res.unwrap_or(""), checked)
 }
 
 /// Registers `bytes` bytes at `buf` as a destination for reads of `name`:

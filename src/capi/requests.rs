@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
+use super::reads::batch_args;
 use super::types::{dds_status, dds_store};
-use super::{guard, name_arg, out_ptr, store_of};
+use super::{guard, store_of};
 use crate::error::{bail, Result};
 use crate::store::Request;
 
@@ -73,22 +74,12 @@ pub unsafe extern "C" fn dds_get_batch_start(
     guard("dds_get_batch_start", || {
         let s = store_of(store)?;
         // Argument errors are folded into a collective start's agreement.
-        let name_res = name_arg(name);
-        let checked: Result<(&[i64], *mut u8)> = (|| {
-            name_res.as_ref().map_err(|e| e.clone())?;
+        let (name, checked) = batch_args(name, dst, dst_bytes, indices, n, || {
             if req.is_null() {
                 bail!(InvalidArgument, "req (the output) is NULL");
             }
-            if n < 0 {
-                bail!(InvalidArgument, "n {n} is negative");
-            }
-            if n > 0 && indices.is_null() {
-                bail!(InvalidArgument, "indices is NULL but n is {n}");
-            }
-            let idx = if n == 0 { &[][..] } else { std::slice::from_raw_parts(indices, n as usize) };
-            Ok((idx, out_ptr("dst", dst, dst_bytes)?))
-        })();
-        let name = name_res.unwrap_or("");
+            Ok(())
+        });
         let r = match checked {
             Ok((idx, d)) => s.get_batch_start(name, d, dst_bytes, Ok(idx))?,
             Err(e) => s.get_batch_start(name, std::ptr::null_mut(), 0, Err(e))?,
