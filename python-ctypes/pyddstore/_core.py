@@ -350,41 +350,8 @@ class PyDDStore:
         h = self._h
         if h is None:
             self._handle()  # raises
-        try:
-            try:
-                var = self._vars.get(name) or self._var(name)
-            except TypeError:  # an unhashable name
-                var = self._var(name)
-            ptr = None
-            if type(arr) is _ndarray and arr.dtype in var.dtypes:  # the shortcut of get()
-                try:
-                    ptr = _from_buffer(_CHARS, arr, True)
-                    rows = len(arr)
-                except (ValueError, TypeError, BufferError):
-                    ptr = None
-            if ptr is None:
-                ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-                stream = self._device(arr, ptr, nbytes, name, "destination") if gpu else None
-                if itemsize != var.itemsize:
-                    self._itemsize_check(var, name, itemsize)
-            else:
-                nbytes, gpu = len(ptr), False
-            iptr = None
-            if type(indices) is _ndarray and indices.dtype is _INT64 and indices.ndim == 1:
-                try:  # the hot path: no copy, no per-element work (from_buffer refuses non-contiguous)
-                    iptr = _from_buffer(_I64_ARRAY, indices)
-                except (ValueError, TypeError, BufferError):
-                    iptr = None
-            if iptr is None:
-                iptr = _from_buffer(_I64_ARRAY, _args.indices(indices))
-            n = len(iptr)
-            if rows != n:
-                raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
-        except Exception as exc:
-            if self._collective():
-                self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
-            raise
-        if gpu:
+        var, ptr, nbytes, iptr, n, stream, _ = self._batch_args(name, arr, indices)
+        if stream is not None:
             rc = self._c_get_batch_stream(h, var.cname, ptr, nbytes, iptr, n, stream)
         else:
             rc = self._c_get_batch(h, var.cname, ptr, nbytes, iptr, n)
@@ -393,6 +360,51 @@ class PyDDStore:
         if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
+
+    def _batch_args(self, name, arr, indices):
+        """The checked arguments of get_batch and get_batch_async: (var, ptr,
+        nbytes, iptr, n, stream, idx), where stream is None for a host `arr`
+        and idx is the int64 array iptr points into (a request keeps it
+        alive). On a bad argument, a collective batch is failed on every rank
+        (dds_fail_collective) before the error is raised."""
+        try:
+            try:
+                var = self._vars.get(name) or self._var(name)
+            except TypeError:  # an unhashable name
+                var = self._var(name)
+            ptr = stream = None
+            if type(arr) is _ndarray and arr.dtype in var.dtypes:  # the shortcut of get()
+                try:
+                    ptr = _from_buffer(_CHARS, arr, True)
+                    rows = len(arr)
+                except (ValueError, TypeError, BufferError):
+                    ptr = None
+            if ptr is None:
+                ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+                if gpu:
+                    stream = self._device(arr, ptr, nbytes, name, "destination")
+                if itemsize != var.itemsize:
+                    self._itemsize_check(var, name, itemsize)
+            else:
+                nbytes = len(ptr)
+            iptr = None
+            idx = indices
+            if type(indices) is _ndarray and indices.dtype is _INT64 and indices.ndim == 1:
+                try:  # the hot path: no copy, no per-element work (from_buffer refuses non-contiguous)
+                    iptr = _from_buffer(_I64_ARRAY, indices)
+                except (ValueError, TypeError, BufferError):
+                    iptr = None
+            if iptr is None:
+                idx = _args.indices(indices)
+                iptr = _from_buffer(_I64_ARRAY, idx)
+            n = len(iptr)
+            if rows != n:
+                raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
+        except Exception as exc:
+            if self._collective():
+                self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
+            raise
+        return var, ptr, nbytes, iptr, n, stream, idx
 
     def get_batch_async(self, name, arr, indices):
         """Starts get_batch and returns at once with a request: ``req.wait()``,

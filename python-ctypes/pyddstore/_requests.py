@@ -13,15 +13,10 @@ requests in the same order.
 
 import threading
 
-import numpy as np
+from . import _lib
+from ._errors import BadStateError
 
-from . import _args, _lib
-from ._buffers import extract
-from ._errors import BadStateError, InvalidArgumentError
-
-_INT64 = np.dtype(np.int64)
 _ffi = _lib.ffi
-_I64_ARRAY = _ffi.typeof("int64_t[]")
 
 
 class BatchRequest:
@@ -80,33 +75,13 @@ class BatchRequest:
 
 
 def start(store, name, arr, indices):
-    """The body of PyDDStore.get_batch_async (see the module docstring)."""
+    """The body of PyDDStore.get_batch_async (see the module docstring):
+    the arguments are checked as get_batch checks them; a device `arr` is
+    staged by the library at wait, so its stream is not used here."""
     h = store._h
     if h is None:
         store._handle()  # raises
-    try:
-        try:
-            var = store._vars.get(name) or store._var(name)
-        except TypeError:  # an unhashable name
-            var = store._var(name)
-        ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-        if gpu:
-            store._device(arr, ptr, nbytes, name, "destination")  # refuses what the library cannot take
-        if itemsize != var.itemsize:
-            store._itemsize_check(var, name, itemsize)
-        if type(indices) is np.ndarray and indices.dtype == _INT64 and indices.ndim == 1 \
-                and indices.flags.c_contiguous:
-            idx = indices
-        else:
-            idx = _args.indices(indices)
-        iptr = _ffi.from_buffer(_I64_ARRAY, idx)  # the request keeps idx, so iptr's memory, alive
-        n = len(iptr)
-        if rows != n:
-            raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
-    except Exception as exc:
-        if store._collective():
-            store._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
-        raise
+    var, ptr, nbytes, iptr, n, _, idx = store._batch_args(name, arr, indices)
     out = _ffi.new("dds_request **")
     rc = store._lib.dds_get_batch_start(h, var.cname, ptr, nbytes, iptr, n, out)
     if rc:
