@@ -50,8 +50,9 @@ pub struct FabricVar {
     /// method-2 variable, the core ranks of its record).
     peers: Vec<fi_addr_t>,
     recv: RecvRegs,
-    /// GPUDirect destinations (registered with their interface).
-    direct: RecvRegs,
+    /// GPUDirect destinations (registered with their interface); boxed:
+    /// most variables never have one.
+    direct: Box<RecvRegs>,
     /// The interface the shard was registered with through
     /// `fi_mr_regattr` (None: plain `fi_mr_reg`, or that call's fallback).
     shard_iface: Option<Iface>,
@@ -86,7 +87,7 @@ impl FabricVar {
             bases: all.iter().map(|a| a[1]).collect(),
             peers: fab.peers.clone(),
             recv: RecvRegs::default(),
-            direct: RecvRegs::default(),
+            direct: Box::default(),
             shard_iface,
         })
     }
@@ -102,7 +103,7 @@ impl FabricVar {
             bases,
             peers,
             recv: RecvRegs::default(),
-            direct: RecvRegs::default(),
+            direct: Box::default(),
             shard_iface: None,
         })
     }
