@@ -122,6 +122,13 @@ impl Store {
             Method::Mpi => {
                 format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code())
             }
+            _ if self.fabric.as_ref().is_some_and(|f| f.caps.hmem) => {
+                // FI_HMEM domain: only a refused registration ends here.
+                format!(
+                    "could not be registered for GPUDirect by {}",
+                    self.fabric.as_ref().map_or(String::new(), |f| f.describe())
+                )
+            }
             _ => {
                 "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none"
                     .to_string()
