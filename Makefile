@@ -135,6 +135,18 @@ test-python: install-test-prefix $(VENV)/.cffi $(VENV)/.torch-$(TORCH_VERSION)
 	CARGO_TARGET_DIR=$(abspath $(TARGET_DIR)) PYTHON=$(VENV)/bin/python \
 	    python-ctypes/tests/scripts/check-pip-install.sh $(BUILD)/pip-install
 
+# The `rocm` feature built against Debian's HIP (libamdhip64-dev, from
+# make deps) in its own target directory, its unit tests, and the GPU C
+# tests that need no device run against it (scripts/rocm-check.sh).
+ROCM_TARGET_DIR ?= $(BUILD)/rocm
+.PHONY: test-rocm
+test-rocm: install-test-prefix
+	HIP_PATH=/usr cargo build --release --features rocm --target-dir $(ROCM_TARGET_DIR)
+	HIP_PATH=/usr cargo test --release --features rocm --target-dir $(ROCM_TARGET_DIR) --lib gpu::
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)/capi-tests -j 2 --target test_gpu test_gpudirect
+	./scripts/rocm-check.sh $(ROCM_TARGET_DIR) $(BUILD)/capi-tests
+
 # The staged GPU paths against a stand-in libcuda whose device memory faults
 # on any host access (no GPU needed): routing, chunking, collective folding
 # and the counters of staged reads. See docs/gpu.md.
@@ -166,6 +178,7 @@ test: deps
 	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-staged
+	$(MAKE) --no-print-directory test-rocm
 	$(MAKE) --no-print-directory test-docs
 	$(MAKE) --no-print-directory fuzz
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-test.txt

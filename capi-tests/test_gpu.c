@@ -119,6 +119,8 @@ static void streams(dds_store *s, int gpu_off) {
   total = info.total_rows;
   if (gpu_off || !have_driver)
     EXPECT(info.device_path == DDS_PATH_HOST_ONLY);
+  else if (strstr(info.transport, "+hmem")) /* a provider serving FI_HMEM (GPUDirect) */
+    EXPECT(info.device_path == DDS_PATH_GPUDIRECT);
   else
     EXPECT(info.device_path == DDS_PATH_STAGED);
 

@@ -91,7 +91,7 @@
 #define DDS_PATH_STAGED 1
 
 // `dds_var_info.device_path`: rows are read straight into device memory
-// (libfabric FI_HMEM). Reserved: this version never reports it.
+// (libfabric FI_HMEM, methods 1 and 2 with a provider reporting it).
 #define DDS_PATH_GPUDIRECT 2
 
 // `dds_var_info.device_path`: device buffers are refused with DDS_ERR_GPU
@@ -582,9 +582,10 @@ enum dds_status dds_get_batch_stream(struct dds_store *store,
 // later reads whose destination lies inside it (the whole buffer or any
 // slice) need no memory registration. Registering the same buffer twice is
 // a no-op; a buffer partly overlapping a registered one is refused. A
-// zero-byte buffer is ignored. For method 0, and for device buffers (whose
-// rows arrive through bounce buffers), the registration is recorded and
-// validated but changes nothing.
+// zero-byte buffer is ignored. For method 0, and for staged device buffers
+// (whose rows arrive through bounce buffers), the registration is recorded
+// and validated but changes nothing; a GPUDirect device buffer is
+// registered with its memory interface (docs/gpu.md).
 //
 // Local and thread-safe. Errors: DDS_ERR_UNKNOWN_VARIABLE,
 // DDS_ERR_INVALID_ARGUMENT (NULL `buf`, overlap), DDS_ERR_FABRIC.

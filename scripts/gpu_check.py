@@ -1,6 +1,10 @@
 """Device checks of libddstore's GPU paths, run by scripts/gpu-check.sh under
 mpiexec on a machine with an NVIDIA GPU and PyTorch (see docs/gpu.md).
 
+`python gpu_check.py --dry-run [TAG]` imports neither torch nor MPI: it
+lists the checks GPU_CHECK_ONLY selects (and fails on a name that is not a
+check), so the selection of every step is verified on machines without a GPU.
+
 No mpi4py: MPI is started through ctypes on the libmpich that libddstore
 links, and the store gets MPI_COMM_WORLD's Fortran handle. Each check writes
 one JSON line per rank to $OUT/checks-<tag>.jsonl; rank 0 prints a closing
@@ -15,49 +19,66 @@ import threading
 import time
 import traceback
 
-import numpy as np
-import torch
+DRY_RUN = "--dry-run" in sys.argv
+if DRY_RUN:
+    sys.argv.remove("--dry-run")
+else:
+    import numpy as np
+    import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python-ctypes"))
-import pyddstore as dds  # noqa: E402
-from pyddstore import _lib  # noqa: E402
-
 TAG = sys.argv[1] if len(sys.argv) > 1 else "run"
 OUT = os.environ.get("OUT", ".")
 METHOD = int(os.environ.get("DDS_TEST_METHOD", "0"))
-
-# -- MPI through ctypes (MPICH handles) ----------------------------------------
-_mpi = ctypes.CDLL("libmpich.so.12", mode=ctypes.RTLD_GLOBAL)
-WORLD, MPI_INT, MPI_MIN, MPI_SUM = 0x44000000, 0x4c000405, 0x58000002, 0x58000003
-_provided = ctypes.c_int(0)
-_mpi.MPI_Init_thread(None, None, 3, ctypes.byref(_provided))
-_r, _n = ctypes.c_int(), ctypes.c_int()
-_mpi.MPI_Comm_rank(WORLD, ctypes.byref(_r))
-_mpi.MPI_Comm_size(WORLD, ctypes.byref(_n))
-RANK, SIZE = _r.value, _n.value
+# The path device destinations must take in this run (dds_var_info.device_path):
+# "staged" or "gpudirect" (scripts/gpu-check.sh sets it per step).
+WANT_PATH = os.environ.get("GPU_CHECK_PATH", "staged")
 
 
-class World:
-    size, rank = SIZE, RANK
-
-    def py2f(self):
-        return WORLD  # MPICH: the Fortran handle is the C handle
-
-
-def barrier():
-    _mpi.MPI_Barrier(WORLD)
-
-
-def allreduce(v, op):
-    a, b = ctypes.c_int(int(v)), ctypes.c_int(0)
-    _mpi.MPI_Allreduce(ctypes.byref(a), ctypes.byref(b), 1, MPI_INT, op, WORLD)
-    return b.value
+def _dry_run():
+    names = [fn.__name__ for fn in CHECKS]
+    only = [n for n in os.environ.get("GPU_CHECK_ONLY", "").split(",") if n]
+    bad = [n for n in only if n not in names]
+    if bad:
+        print(f"gpu_check {TAG}: GPU_CHECK_ONLY names no check: {', '.join(bad)}", file=sys.stderr)
+        sys.exit(2)
+    picked = [n for n in names if not only or n in only]
+    print(f"gpu_check {TAG} (dry run, path {WANT_PATH}): {', '.join(picked)}")
+    sys.exit(0)
 
 
-torch.cuda.set_device(RANK % torch.cuda.device_count())
-DEV = torch.device("cuda", torch.cuda.current_device())
-_log = open(os.path.join(OUT, f"checks-{TAG}.jsonl"), "a")
-results = {"passed": 0, "failed": 0}
+if not DRY_RUN:
+    import pyddstore as dds  # noqa: E402
+    from pyddstore import _lib  # noqa: E402
+
+    # -- MPI through ctypes (MPICH handles) ----------------------------------------
+    _mpi = ctypes.CDLL("libmpich.so.12", mode=ctypes.RTLD_GLOBAL)
+    WORLD, MPI_INT, MPI_MIN, MPI_SUM = 0x44000000, 0x4c000405, 0x58000002, 0x58000003
+    _provided = ctypes.c_int(0)
+    _mpi.MPI_Init_thread(None, None, 3, ctypes.byref(_provided))
+    _r, _n = ctypes.c_int(), ctypes.c_int()
+    _mpi.MPI_Comm_rank(WORLD, ctypes.byref(_r))
+    _mpi.MPI_Comm_size(WORLD, ctypes.byref(_n))
+    RANK, SIZE = _r.value, _n.value
+
+    class World:
+        size, rank = SIZE, RANK
+
+        def py2f(self):
+            return WORLD  # MPICH: the Fortran handle is the C handle
+
+    def barrier():
+        _mpi.MPI_Barrier(WORLD)
+
+    def allreduce(v, op):
+        a, b = ctypes.c_int(int(v)), ctypes.c_int(0)
+        _mpi.MPI_Allreduce(ctypes.byref(a), ctypes.byref(b), 1, MPI_INT, op, WORLD)
+        return b.value
+
+    torch.cuda.set_device(RANK % torch.cuda.device_count())
+    DEV = torch.device("cuda", torch.cuda.current_device())
+    _log = open(os.path.join(OUT, f"checks-{TAG}.jsonl"), "a")
+    results = {"passed": 0, "failed": 0}
 
 
 def record(name, ok, **detail):
@@ -134,8 +155,10 @@ def driver_and_classification():
     info.struct_size = ffi.sizeof("dds_var_info")
     lib.dds_info(s._h, b"x", info)
     s.free()
-    expect(info.device_path == _lib.DDS_PATH_STAGED, f"device_path {info.device_path}")
-    return {"devices": n[0], "device_path": info.device_path}
+    want = {"staged": _lib.DDS_PATH_STAGED, "gpudirect": _lib.DDS_PATH_GPUDIRECT}[WANT_PATH]
+    transport = _lib.ffi.string(info.transport).decode()
+    expect(info.device_path == want, f"device_path {info.device_path}, want {WANT_PATH} ({transport})")
+    return {"devices": n[0], "device_path": info.device_path, "transport": transport}
 
 
 def get_into_poisoned_gpu_tensor():
@@ -206,7 +229,7 @@ def get_batch_gpu_vs_host():
         s.get_batch("b", h, idx)
         d = torch.full((64, 6), -1.0, dtype=torch.float64, device=DEV)
         s.get_batch("b", d, idx)
-        expect(np.array_equal(d.cpu().numpy(), h), f"trial {trial}")
+        expect(torch.equal(d, torch.from_numpy(h).to(DEV)), f"trial {trial}")  # compared on the device
     # Empty batch on a device tensor, and a zero-row tensor.
     s.get_batch("b", torch.empty((0, 6), dtype=torch.float64, device=DEV), np.zeros(0, np.int64))
     s.free()
@@ -313,11 +336,17 @@ def stream_ordering():
 def staging_off_refuses():
     s = shard_store(DDSTORE_GPU_STAGING=0)
     want = "method" if METHOD == 0 else "cxi"
-    try:
-        s.get("x", torch.zeros((1, COLS), device=DEV), 0)
-        raise AssertionError("get into a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
-    except dds.GPUError as e:
-        expect(want in str(e), str(e))
+    if WANT_PATH == "gpudirect":
+        # GPUDirect needs no staging: the read is served, straight into the tensor.
+        d = torch.zeros((1, COLS), device=DEV)
+        s.get("x", d, 0)
+        expect(bool((d == 1).all()), f"GPUDirect read with staging off: {d.tolist()}")
+    else:
+        try:
+            s.get("x", torch.zeros((1, COLS), device=DEV), 0)
+            raise AssertionError("get into a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
+        except dds.GPUError as e:
+            expect(want in str(e), str(e))
     try:
         s.add("y", torch.zeros((2, COLS), device=DEV))
         raise AssertionError("add of a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
@@ -387,6 +416,86 @@ def measure_stream_vs_device_sync():
     return {"batch_rows": 32, "row_bytes": width * 4, "per_batch": summary}
 
 
+def _rank_bytes(r, rows, width):
+    """Rank r's shard of the byte variable: reproducible on every rank."""
+    return np.random.default_rng(1000 + r).integers(0, 256, size=(rows, width), dtype=np.uint8)
+
+
+def every_byte_on_device():
+    """Random bytes in rows of 3 KiB, 200 KiB and 1 MiB + 5 (odd sizes, no
+    alignment help), read singly and in batches (reversed, repeated, every
+    rank's rows) into device tensors and compared byte for byte on the
+    device against the expected rows uploaded from the host; the same reads
+    into host memory for reference."""
+    out = {}
+    for width, rows in ((3 * 1024, 16), (200 * 1024, 4), ((1 << 20) + 5, 2)):
+        s = store()
+        s.add("u", _rank_bytes(RANK, rows, width))
+        barrier()
+        every = np.concatenate([_rank_bytes(r, rows, width) for r in range(SIZE)])
+        want_dev = torch.from_numpy(every).to(DEV)
+        idx = np.concatenate([np.arange(len(every))[::-1], np.arange(len(every))[: min(5, len(every))]])
+        d = torch.full((len(idx), width), 0xAB, dtype=torch.uint8, device=DEV)
+        s.get_batch("u", d, idx)
+        expect(torch.equal(d, want_dev[torch.from_numpy(idx).to(DEV)]), f"batch of {width}-byte rows")
+        for g in range(len(every)):
+            one = torch.full((1, width), 0xCD, dtype=torch.uint8, device=DEV)
+            s.get("u", one, g)
+            expect(torch.equal(one[0], want_dev[g]), f"row {g} of {width} bytes")
+        h = np.zeros((len(idx), width), np.uint8)
+        s.get_batch("u", h, idx)
+        expect(np.array_equal(h, every[idx]), f"host batch of {width}-byte rows")
+        out[str(width)] = s.device_path("u")
+        s.free()
+    return {"paths": out}
+
+
+def measure_paths():
+    """Per-batch time of get_batch of 16 rows at 3 KiB, 200 KiB and 1 MiB
+    into device memory staged (DDSTORE_GPU_DIRECT=0), GPUDirect (auto; where
+    the provider serves it) and into host memory, interleaved in one run.
+    One JSON line per (path, row size) in checks-<tag>.jsonl."""
+    batch, reps = 16, 30
+    for width in (3 * 1024, 200 * 1024, 1 << 20):
+        rows = 32
+        stores = {"staged": store(DDSTORE_GPU_DIRECT=0), "gpudirect": store(DDSTORE_GPU_DIRECT="auto")}
+        for st in stores.values():
+            st.add("p", np.full((rows, width), RANK + 1, np.uint8))
+        barrier()
+        rng = np.random.default_rng(3 + RANK)
+        # Remote rows only: the peer's shard.
+        peer = (RANK + 1) % SIZE
+        batches = [rng.integers(peer * rows, (peer + 1) * rows, size=batch) for _ in range(reps)]
+        dst = torch.empty((batch, width), dtype=torch.uint8, device=DEV)
+        hbuf = np.empty((batch, width), np.uint8)
+        times = {"staged": [], "gpudirect": [], "host": []}
+        paths = {k: st.device_path("p") for k, st in stores.items()}
+        for i, idx in enumerate(batches):
+            for mode in ("staged", "gpudirect", "host"):
+                st = stores["staged" if mode == "host" else mode]
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                if mode == "host":
+                    st.get_batch("p", hbuf, idx)
+                else:
+                    st.get_batch("p", dst, idx)
+                    torch.cuda.current_stream().synchronize()  # the rows are usable on the device
+                dt = time.perf_counter() - t0
+                if i >= 3:  # warm-up dropped
+                    times[mode].append(dt)
+                if mode != "host" and i == 0:
+                    expect(bool((dst == peer + 1).all()), f"{mode} rows at {width} bytes")
+        for mode, v in times.items():
+            record("measure_paths_row", True, row_bytes=width, batch_rows=batch, mode=mode,
+                   device_path=paths.get(mode, "host"), n=len(v),
+                   median_us=round(float(np.median(v)) * 1e6, 1), p90_us=round(float(np.percentile(v, 90)) * 1e6, 1),
+                   gib_per_s=round(batch * width / float(np.median(v)) / 2**30, 3))
+        for st in stores.values():
+            st.free()
+        barrier()
+    return {"row_sizes": [3 * 1024, 200 * 1024, 1 << 20], "paths": paths}
+
+
 def torch_dataset_on_device():
     # pyddstore.torch needs mpi4py, which must be built against the bundle's
     # MPICH: importing another MPI's mpi4py here would break the process.
@@ -405,9 +514,12 @@ def torch_dataset_on_device():
 CHECKS = [driver_and_classification, get_into_poisoned_gpu_tensor, back_to_back_200_reads_consumed_by_kernels,
           matrix_alloc_by_readback, large_rows_4096_floats, get_batch_gpu_vs_host, get_batch_small_chunks,
           gpu_source_host_and_gpu_destinations, register_recv_gpu_tensor, threads_reading_into_gpu,
-          stream_ordering, staging_off_refuses, measure_stream_vs_device_sync, torch_dataset_on_device]
+          stream_ordering, staging_off_refuses, every_byte_on_device, measure_stream_vs_device_sync, measure_paths,
+          torch_dataset_on_device]
 
 if __name__ == "__main__":
+    if DRY_RUN:
+        _dry_run()
     only = os.environ.get("GPU_CHECK_ONLY")
     for fn in CHECKS:
         if only and fn.__name__ not in only.split(","):

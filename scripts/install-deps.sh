@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing libddstore needs on Debian/Ubuntu:
 # MPICH, libfabric, libclang (bindgen), CMake, gfortran, pkg-config, valgrind
-# (make test-sanitize), and Open MPI beside MPICH (make test-openmpi).
+# (make test-sanitize), Open MPI beside MPICH (make test-openmpi), and the
+# HIP headers and runtime (make test-rocm builds the `rocm` feature).
 #
 # Debian's update-alternatives would make Open MPI the default mpicc,
 # mpiexec and libmpi.so once it is installed (it has the higher priority):
@@ -10,7 +11,7 @@
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind
-      libopenmpi-dev openmpi-bin)
+      libopenmpi-dev openmpi-bin libamdhip64-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -81,6 +81,13 @@ pub struct Config {
     pub gpu_staging: bool,
     /// `DDSTORE_GPU_STAGING_BYTES`: chunk (bounce buffer) size of staged reads.
     pub gpu_staging_bytes: u64,
+    /// `DDSTORE_GPU_DIRECT`: read device buffers in place through FI_HMEM
+    /// (auto: where the provider offers it; 1: always, else refuse; 0: never).
+    pub gpu_direct: crate::gpu::direct::Direct,
+    /// `DDSTORE_GPU_DIRECT_HOST_IFACE` (testing aid): present host shards and
+    /// destinations to the provider as memory of this interface, so the
+    /// GPUDirect registration path runs without a GPU.
+    pub gpu_direct_host_iface: Option<crate::gpu::direct::Iface>,
 }
 
 impl Config {
@@ -147,6 +154,13 @@ impl Config {
                 DEFAULT_GPU_STAGING_BYTES,
                 MAX_STAGING_BYTES,
             )?,
+            gpu_direct: match text("DDSTORE_GPU_DIRECT") {
+                None => crate::gpu::direct::Direct::Auto,
+                Some(v) => crate::gpu::direct::Direct::parse(&v)?,
+            },
+            gpu_direct_host_iface: text("DDSTORE_GPU_DIRECT_HOST_IFACE")
+                .map(|v| crate::gpu::direct::Iface::parse(&v))
+                .transpose()?,
         })
     }
 }
@@ -237,6 +251,13 @@ mod tests {
         assert_eq!(parse(&[("DDSTORE_GPU", "false")]).unwrap().gpu, crate::gpu::Mode::Off);
         assert_eq!(parse(&[("DDSTORE_GPU", "True")]).unwrap().gpu, crate::gpu::Mode::Auto);
         assert!(!parse(&[("DDSTORE_GPU_STAGING", "0")]).unwrap().gpu_staging);
+        use crate::gpu::direct::{Direct, Iface};
+        assert_eq!(c.gpu_direct, Direct::Auto);
+        assert_eq!(c.gpu_direct_host_iface, None);
+        assert_eq!(parse(&[("DDSTORE_GPU_DIRECT", "off")]).unwrap().gpu_direct, Direct::Off);
+        assert_eq!(parse(&[("DDSTORE_GPU_DIRECT", "1")]).unwrap().gpu_direct, Direct::On);
+        let h = parse(&[("DDSTORE_GPU_DIRECT_HOST_IFACE", "System")]).unwrap();
+        assert_eq!(h.gpu_direct_host_iface, Some(Iface::System));
     }
 
     #[test]
@@ -276,6 +297,8 @@ mod tests {
             ("DDSTORE_GPU", "sometimes"),
             ("DDSTORE_GPU_STAGING", "2"),
             ("DDSTORE_GPU_STAGING_BYTES", "0"),
+            ("DDSTORE_GPU_DIRECT", "2"),
+            ("DDSTORE_GPU_DIRECT_HOST_IFACE", "gpu"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");

@@ -178,9 +178,10 @@ pub(super) unsafe fn batch_args<'a>(
 /// later reads whose destination lies inside it (the whole buffer or any
 /// slice) need no memory registration. Registering the same buffer twice is
 /// a no-op; a buffer partly overlapping a registered one is refused. A
-/// zero-byte buffer is ignored. For method 0, and for device buffers (whose
-/// rows arrive through bounce buffers), the registration is recorded and
-/// validated but changes nothing.
+/// zero-byte buffer is ignored. For method 0, and for staged device buffers
+/// (whose rows arrive through bounce buffers), the registration is recorded
+/// and validated but changes nothing; a GPUDirect device buffer is
+/// registered with its memory interface (docs/gpu.md).
 ///
 /// Local and thread-safe. Errors: DDS_ERR_UNKNOWN_VARIABLE,
 /// DDS_ERR_INVALID_ARGUMENT (NULL `buf`, overlap), DDS_ERR_FABRIC.

@@ -151,7 +151,7 @@ pub const DDS_PATH_HOST_ONLY: i32 = 0;
 /// host bounce buffers and an asynchronous host-to-device copy.
 pub const DDS_PATH_STAGED: i32 = 1;
 /// `dds_var_info.device_path`: rows are read straight into device memory
-/// (libfabric FI_HMEM). Reserved: this version never reports it.
+/// (libfabric FI_HMEM, methods 1 and 2 with a provider reporting it).
 pub const DDS_PATH_GPUDIRECT: i32 = 2;
 /// `dds_var_info.device_path`: device buffers are refused with DDS_ERR_GPU
 /// (`DDSTORE_GPU_STAGING=0` and no GPUDirect).

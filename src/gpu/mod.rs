@@ -5,11 +5,13 @@
 //! keeps its signatures. CUDA comes from the driver library loaded at run
 //! time (`cuda.rs`): a build without CUDA installed, and a run on a machine
 //! without a GPU, both work and see host memory only. ROCm classification is
-//! a build option (`rocm.rs`). Rows reach device memory through pinned host
-//! bounce buffers (`staging.rs`); see docs/gpu.md.
+//! a build option (`rocm.rs`). Rows reach device memory straight through
+//! libfabric FI_HMEM where the provider offers it (`direct.rs` chooses), else
+//! through pinned host bounce buffers (`staging.rs`); see docs/gpu.md.
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod direct;
 #[cfg(feature = "rocm")]
 pub mod rocm;
 pub mod staging;
@@ -91,9 +93,7 @@ pub enum Path {
     HostOnly = 0,
     /// Through pinned host bounce buffers and an asynchronous copy.
     Staged = 1,
-    /// Straight into device memory (libfabric FI_HMEM). Not built yet
-    /// (issue 22); the C API already names the code.
-    #[allow(dead_code)]
+    /// Straight into device memory (libfabric FI_HMEM, `gpu/direct.rs`).
     GpuDirect = 2,
     /// Device buffers are refused (`DDSTORE_GPU_STAGING=0`).
     Refused = 3,

@@ -1,12 +1,14 @@
 //! ROCm classification through hip-sys (cargo feature `rocm`, off by
 //! default). hip-sys links libamdhip64 and needs the HIP headers to build,
-//! so this module is compiled only where ROCm is installed; it has never been
-//! built by this project's CI. Only classification is provided: reads into
-//! ROCm memory fail with DDS_ERR_GPU (see store/gpu.rs).
+//! so this module is compiled only with the feature (`make test-rocm` builds it
+//! against Debian's HIP 5.2 and runs the no-device tests). Classification,
+//! and the stream wait before a GPUDirect read (FI_HMEM_ROCR); staged reads
+//! into ROCm memory fail with DDS_ERR_GPU (see store/gpu.rs).
 
 use hip_sys::hiprt as hip;
 
-use super::MemKind;
+use super::{MemKind, Stream};
+use crate::error::{bail, Result};
 
 /// ROCm memory of a device, else host. A failed query (an address HIP does
 /// not know) is host memory.
@@ -24,4 +26,16 @@ pub fn classify(ptr: *const u8) -> MemKind {
         }
         _ => MemKind::Host,
     }
+}
+
+/// Waits for the work queued on `stream` (a `hipStream_t`; None: the null
+/// stream) before a GPUDirect read writes the buffer.
+pub fn stream_sync(stream: Option<Stream>) -> Result<()> {
+    let s = stream.map_or(std::ptr::null_mut(), |s| s.0 as hip::hipStream_t);
+    // SAFETY: the caller vouches for the stream; null is the null stream.
+    let r = unsafe { hip::hipStreamSynchronize(s) };
+    if r != hip::hipError_t::hipSuccess {
+        bail!(Gpu, "hipStreamSynchronize failed: {r:?}");
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@
 
 use crate::config::Config;
 use crate::error::{bail, err, Result};
+use crate::gpu::direct::{self, Direct, Iface, Mem, Refusal, Route};
 use crate::gpu::{self, MemKind, Mode, Path, Stream};
 
 use super::{Method, Options, Store, Tally};
@@ -18,6 +19,10 @@ pub struct GpuSettings {
     pub mode: Mode,
     pub staging: bool,
     pub staging_bytes: usize,
+    /// `DDSTORE_GPU_DIRECT`.
+    pub direct: Direct,
+    /// `DDSTORE_GPU_DIRECT_HOST_IFACE` (testing aid; None with GPU support off).
+    pub host_as: Option<Iface>,
 }
 
 impl GpuSettings {
@@ -38,7 +43,20 @@ impl GpuSettings {
                 );
             }
         }
-        Ok(GpuSettings { mode, staging, staging_bytes: cfg.gpu_staging_bytes.min(isize::MAX as u64) as usize })
+        Ok(GpuSettings {
+            mode,
+            staging,
+            staging_bytes: cfg.gpu_staging_bytes.min(isize::MAX as u64) as usize,
+            direct: cfg.gpu_direct,
+            host_as: if mode == Mode::Off { None } else { cfg.gpu_direct_host_iface },
+        })
+    }
+
+    /// Whether the fabric is asked for FI_HMEM: device buffers can occur
+    /// (GPU support on and a driver, or the testing aid) and GPUDirect is
+    /// not off.
+    pub fn wants_hmem(&self) -> bool {
+        self.mode != Mode::Off && self.direct != Direct::Off && (gpu::driver_status().is_ok() || self.host_as.is_some())
     }
 
     /// The path device destinations of this store take.
@@ -74,8 +92,28 @@ impl Store {
         Ok(())
     }
 
-    /// Refuses device memory when staging is off: no transport of this build
-    /// writes device memory directly.
+    /// The error of a refused buffer.
+    pub(super) fn refusal(&self, why: Refusal, role: &str, name: &str) -> crate::error::Error {
+        match why {
+            Refusal::StagingOff => match self.check_staging(role, name) {
+                Err(e) => e,
+                Ok(()) => err!(Internal, "GPU {role} buffer for variable '{name}' refused with staging on"),
+            },
+            Refusal::DirectUnavailable => err!(
+                Gpu,
+                "GPU {role} buffer for variable '{name}': DDSTORE_GPU_DIRECT=1 forces GPUDirect, but {}; \
+                 set DDSTORE_GPU_DIRECT=auto to stage it through host memory",
+                match &self.fabric {
+                    None => "method 0 (MPI) has no FI_HMEM: use method=1 or 2 (libfabric)".to_string(),
+                    Some(f) if !f.caps.hmem => format!("libfabric provider {} reports no FI_HMEM", f.describe()),
+                    Some(f) => format!("{} refused to register it", f.describe()),
+                }
+            ),
+        }
+    }
+
+    /// Refuses device memory when staging is off and GPUDirect does not
+    /// serve it.
     fn check_staging(&self, role: &str, name: &str) -> Result<()> {
         if self.gpu.staging {
             return Ok(());
@@ -83,6 +121,13 @@ impl Store {
         let how = match self.method {
             Method::Mpi => {
                 format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code())
+            }
+            _ if self.fabric.as_ref().is_some_and(|f| f.caps.hmem) => {
+                // FI_HMEM domain: only a refused registration ends here.
+                format!(
+                    "could not be registered for GPUDirect by {}",
+                    self.fabric.as_ref().map_or(String::new(), |f| f.describe())
+                )
             }
             _ => {
                 "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none"
@@ -121,13 +166,43 @@ impl Store {
         stream: Option<Stream>,
     ) -> Result<()> {
         self.check_stream(stream)?;
-        match self.mem_kind(dst)? {
-            MemKind::Host => {
+        let kind = self.mem_kind(dst)?;
+        let route = self.route_of(name, kind)?;
+        self.get_via(route, kind, name, dst, dst_bytes, start, count, stream)
+    }
+
+    /// `get_to` along `route` (a GPUDirect read whose registration is
+    /// refused comes back here with the fallback route).
+    #[allow(clippy::too_many_arguments)]
+    fn get_via(
+        &self,
+        route: Route,
+        kind: MemKind,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        start: i64,
+        count: i64,
+        stream: Option<Stream>,
+    ) -> Result<()> {
+        match (route, kind) {
+            (Route::Refused(why), _) => Err(self.refusal(why, "destination", name)),
+            (Route::Direct { iface, device, desc }, _) => {
+                self.order_direct(kind, stream)?;
+                match self.direct_get(name, dst, dst_bytes, start, count, (iface, device), desc)? {
+                    None => Ok(()),
+                    Some(refused) => {
+                        let fallback = self.fallback_route(kind, &refused)?;
+                        self.get_via(fallback, kind, name, dst, dst_bytes, start, count, stream)
+                    }
+                }
+            }
+            (Route::Host, _) | (_, MemKind::Host) => {
                 self.order_host(stream)?;
                 self.get(name, dst, dst_bytes, start, count)
             }
-            MemKind::Rocm(_) => Err(Self::rocm_unstaged("destination", name)),
-            MemKind::Cuda(dev) => {
+            (Route::Staged, MemKind::Rocm(_)) => Err(Self::rocm_unstaged("destination", name)),
+            (Route::Staged, MemKind::Cuda(dev)) => {
                 self.check_staging("destination", name)?;
                 let rb = self.with_var(name, |v| {
                     self.check_get(v, dst_bytes, start, count)?;
@@ -154,22 +229,56 @@ impl Store {
         stream: Option<Stream>,
     ) -> Result<()> {
         let kind = self.check_stream(stream).and_then(|_| self.mem_kind(dst));
-        let dev = match (kind, indices) {
+        let (kind, idx) = match (kind, indices) {
             (Err(e), _) | (_, Err(e)) => return self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
-            (Ok(MemKind::Host), Ok(idx)) => {
+            (Ok(k), Ok(idx)) => (k, idx),
+        };
+        match self.route_of(name, kind) {
+            Ok(route) => self.batch_via(route, kind, name, dst, dst_bytes, idx, stream),
+            Err(e) => self.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+        }
+    }
+
+    /// `get_batch_to` along `route`; method 0 stays collective (its routes
+    /// are never GPUDirect: MPI has no FI_HMEM).
+    #[allow(clippy::too_many_arguments)]
+    fn batch_via(
+        &self,
+        route: Route,
+        kind: MemKind,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        idx: &[i64],
+        stream: Option<Stream>,
+    ) -> Result<()> {
+        let dev = match (route, kind) {
+            (Route::Refused(why), _) => {
+                return self.get_batch(name, std::ptr::null_mut(), 0, Err(self.refusal(why, "destination", name)))
+            }
+            (Route::Direct { iface, device, desc }, _) => {
+                self.order_direct(kind, stream)?;
+                return match self.direct_batch(name, dst, dst_bytes, idx, (iface, device), desc)? {
+                    None => Ok(()),
+                    Some(refused) => {
+                        let fallback = self.fallback_route(kind, &refused)?;
+                        self.batch_via(fallback, kind, name, dst, dst_bytes, idx, stream)
+                    }
+                };
+            }
+            (Route::Host, _) | (_, MemKind::Host) => {
                 if let Err(e) = self.order_host(stream) {
                     return self.get_batch(name, std::ptr::null_mut(), 0, Err(e));
                 }
                 return self.get_batch(name, dst, dst_bytes, Ok(idx));
             }
             // No bytes move: the device pointer is never dereferenced.
-            (Ok(_), Ok(idx)) if idx.is_empty() => return self.get_batch(name, dst, dst_bytes, Ok(idx)),
-            (Ok(MemKind::Rocm(_)), Ok(_)) => {
+            _ if idx.is_empty() => return self.get_batch(name, dst, dst_bytes, Ok(idx)),
+            (Route::Staged, MemKind::Rocm(_)) => {
                 return self.get_batch(name, std::ptr::null_mut(), 0, Err(Self::rocm_unstaged("destination", name)))
             }
-            (Ok(MemKind::Cuda(d)), Ok(idx)) => (d, idx),
+            (Route::Staged, MemKind::Cuda(d)) => d,
         };
-        let (dev, idx) = dev;
         let n = idx.len();
         let checked = self.check_staging("destination", name).and_then(|_| {
             self.with_var(name, |v| {
@@ -271,13 +380,87 @@ impl Store {
         }
     }
 
-    /// Whether a registered destination is device memory (then the
-    /// transport never sees it: rows reach it through bounce buffers).
-    pub fn recv_is_device(&self, name: &str, p: *const u8) -> Result<bool> {
-        match self.mem_kind(p)? {
-            MemKind::Host => Ok(false),
-            MemKind::Rocm(_) => Err(Self::rocm_unstaged("destination", name)),
-            MemKind::Cuda(_) => self.check_staging("destination", name).map(|_| true),
+    /// How a `dds_register_recv` buffer is registered: `Some(None)` with
+    /// the transport as host memory, `Some(Some(hmem))` as GPUDirect memory
+    /// of that interface and device, `None` not at all (staged: rows reach
+    /// it through bounce buffers; or GPUDirect without descriptors).
+    pub fn recv_route(&self, name: &str, p: *const u8) -> Result<Option<Option<(Iface, i32)>>> {
+        let kind = self.mem_kind(p)?;
+        match self.route_of(name, kind)? {
+            Route::Host => Ok(Some(None)),
+            Route::Direct { iface, device, desc } => Ok(desc.then_some(Some((iface, device)))),
+            Route::Staged if kind == MemKind::Host => Ok(Some(None)),
+            Route::Staged => match kind {
+                MemKind::Rocm(_) => Err(Self::rocm_unstaged("destination", name)),
+                _ => Ok(None),
+            },
+            Route::Refused(why) => Err(self.refusal(why, "destination", name)),
         }
+    }
+
+    /// The route of a buffer of `kind` for variable `name`.
+    pub(super) fn route_of(&self, name: &str, kind: MemKind) -> Result<Route> {
+        let caps = self.with_var(name, |v| Ok(self.caps_of(v)))?;
+        Ok(direct::route(caps, Mem::of(kind, self.gpu.host_as), self.gpu.direct, self.gpu.staging))
+    }
+
+    fn caps_of(&self, v: &crate::var::Variable) -> Option<direct::Caps> {
+        match &v.transport {
+            crate::var::Transport::Fabric(f) => Some(f.fabric().caps),
+            crate::var::Transport::Rma(_) => None,
+        }
+    }
+
+    /// Where a refused GPUDirect registration sends the buffer (or the
+    /// error, with the provider's reason, when DDSTORE_GPU_DIRECT=1).
+    fn fallback_route(&self, kind: MemKind, refused: &crate::error::Error) -> Result<Route> {
+        match direct::on_refusal(Mem::of(kind, self.gpu.host_as), self.gpu.direct, self.gpu.staging) {
+            Route::Refused(Refusal::DirectUnavailable) => {
+                bail!(Gpu, "DDSTORE_GPU_DIRECT=1 forces GPUDirect, but the registration was refused: {}", refused.msg)
+            }
+            r => Ok(r),
+        }
+    }
+
+    /// The interface a new variable's shard is registered with (FI_HMEM).
+    pub(super) fn shard_iface(&self) -> Option<Iface> {
+        let caps = self.fabric.as_ref().map(|f| f.caps);
+        if self.gpu.mode == Mode::Off {
+            return None;
+        }
+        direct::shard_iface(caps, self.gpu.direct, self.gpu.host_as)
+    }
+
+    /// `dds_var_info.device_path` of variable `v`: GPUDirect where a CUDA
+    /// buffer (or, with the testing aid, a host one) would go direct.
+    pub(super) fn device_path(&self, v: &crate::var::Variable) -> Path {
+        let base = self.gpu.path();
+        let probe = match (base, self.gpu.host_as) {
+            (Path::HostOnly, Some(_)) if self.gpu.mode != Mode::Off => MemKind::Host,
+            (Path::HostOnly, _) => return base,
+            _ => MemKind::Cuda(0),
+        };
+        match direct::route(self.caps_of(v), Mem::of(probe, self.gpu.host_as), self.gpu.direct, self.gpu.staging) {
+            Route::Direct { .. } => Path::GpuDirect,
+            Route::Refused(_) => Path::Refused,
+            Route::Staged => Path::Staged,
+            Route::Host => base,
+        }
+    }
+
+    /// Before a GPUDirect read: the work queued on `stream` (the legacy
+    /// default stream when none), which may still use the destination,
+    /// completes. The rows have landed when the read returns.
+    fn order_direct(&self, kind: MemKind, stream: Option<Stream>) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let (MemKind::Cuda(dev), Ok(d)) = (kind, gpu::cuda::driver()) {
+            return d.on_device(dev, || d.stream_sync(stream.unwrap_or(Stream(0))));
+        }
+        #[cfg(feature = "rocm")]
+        if let MemKind::Rocm(_) = kind {
+            return gpu::rocm::stream_sync(stream);
+        }
+        let _ = kind;
+        self.order_host(stream)
     }
 }

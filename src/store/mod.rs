@@ -26,6 +26,7 @@ mod split;
 use split::Split;
 mod gpu;
 pub use gpu::GpuSettings;
+mod direct;
 mod request;
 pub use request::{Request, Requests};
 
@@ -191,6 +192,7 @@ impl Store {
                 read_timeout_s: cfg.read_timeout_s,
                 force_local_mr: cfg.fabric_local_mr,
                 progress_sleep_us: cfg.progress_sleep_us,
+                hmem: gpu.wants_hmem(),
             };
             Ok((method, o.width as i64, cfg, fcfg, gpu))
         });
@@ -318,7 +320,7 @@ impl Store {
         // one-sided component suits the window): every rank fails together.
         // A rank whose part succeeded leaks it: freeing is collective.
         let transport = match &self.fabric {
-            Some(f) => FabricVar::new(f, &shard, &self.comm).map(Transport::Fabric),
+            Some(f) => FabricVar::new(f, &shard, &self.comm, self.shard_iface()).map(Transport::Fabric),
             None => RmaVar::new(&shard, &self.comm).map(Transport::Rma),
         };
         let transport =
@@ -646,10 +648,11 @@ impl Store {
             if len == 0 {
                 return Ok(());
             }
-            // Staged device buffers are never transport destinations.
-            let device = self.recv_is_device(name, start as *const u8)?;
-            v.register_recv(start, len, || match (&v.transport, device) {
-                (Transport::Fabric(f), false) => f.register_recv(start, len),
+            // Staged device buffers are never transport destinations;
+            // GPUDirect ones are registered with their memory interface.
+            let how = self.recv_route(name, start as *const u8)?;
+            v.register_recv(start, len, || match (&v.transport, how) {
+                (Transport::Fabric(f), Some(hmem)) => f.register_recv(start, len, hmem),
                 _ => Ok(()),
             })
         })
@@ -681,7 +684,7 @@ impl Store {
                 },
                 node_local: v.near.is_on(),
                 node_ranks: v.near.direct_ranks(),
-                device_path: self.gpu.path(),
+                device_path: self.device_path(v),
             })
         })
     }

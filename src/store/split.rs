@@ -218,6 +218,7 @@ impl Store {
         }
         let cfg = Config::from_env()?;
         super::check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
+        let gpu = super::GpuSettings::resolve(&o, &cfg)?;
         let fcfg = FabricConfig {
             provider: o.fabric_provider.clone().or_else(|| cfg.fabric.clone()),
             iface: o.fabric_iface.clone().or_else(|| cfg.fabric_iface.clone()),
@@ -226,8 +227,8 @@ impl Store {
             read_timeout_s: cfg.read_timeout_s,
             force_local_mr: cfg.fabric_local_mr,
             progress_sleep_us: cfg.progress_sleep_us,
+            hmem: gpu.wants_hmem(),
         };
-        let gpu = super::GpuSettings::resolve(&o, &cfg)?;
         let dir = dir_of(&o, &cfg);
         hs::ensure_dir(&dir)?;
         let comm = Comm::dup_self()?;

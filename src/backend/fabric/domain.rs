@@ -15,6 +15,7 @@ use super::fi_err;
 use super::progress::{Progress, Wait};
 use super::select::{self, Request};
 use crate::error::{bail, err, Result};
+use crate::gpu::direct::Caps;
 use crate::mpi::{agree, Comm};
 
 /// Reader endpoints per store when the provider allows several.
@@ -36,6 +37,9 @@ pub struct FabricConfig {
     /// `DDSTORE_PROGRESS_SLEEP_US`: sleep between polls of a serving CQ
     /// without a wait object (shm).
     pub progress_sleep_us: u64,
+    /// Ask for FI_HMEM (GPU support on and GPUDirect not off): the chosen
+    /// provider's domain is opened with it when that provider offers it.
+    pub hmem: bool,
 }
 
 /// A reader endpoint with its operation contexts. Slot i's context is
@@ -82,6 +86,8 @@ pub struct Fabric {
     pub prov: String,
     pub domain_name: String,
     pub mr_mode: i32,
+    /// FI_HMEM and the mode bits GPUDirect follows (gpu/direct.rs).
+    pub caps: Caps,
     /// Destinations need a registration and a local descriptor.
     pub need_local: bool,
     /// Largest single read.
@@ -131,17 +137,23 @@ fn fingerprint(s: &str) -> u64 {
 const MODE_CONTEXT: u64 = 1 << 59;
 const MODE_LOCAL_MR: u64 = 1 << 55;
 
-/// `fi_getinfo` for RDM endpoints with RMA read, thread-safe domains.
+/// `fi_getinfo` for RDM endpoints with RMA read, thread-safe domains, and
+/// with `hmem` FI_HMEM (and FI_MR_HMEM among the mode bits we handle).
 /// Returns the list head (caller frees) or the error.
-unsafe fn query() -> Result<*mut fi_info> {
+unsafe fn query(hmem: bool) -> Result<*mut fi_info> {
     let hints = ddsfi_allocinfo();
     if hints.is_null() {
         bail!(NoMemory, "fi_allocinfo failed");
     }
-    (*hints).caps = FI_RMA | FI_READ | FI_REMOTE_READ;
+    (*hints).caps = FI_RMA | FI_READ | FI_REMOTE_READ | if hmem { FI_HMEM } else { 0 };
     (*hints).mode = MODE_CONTEXT | FI_CONTEXT2 | MODE_LOCAL_MR;
     (*(*hints).ep_attr).type_ = FI_EP_RDM;
-    (*(*hints).domain_attr).mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    (*(*hints).domain_attr).mr_mode = FI_MR_LOCAL
+        | FI_MR_VIRT_ADDR
+        | FI_MR_ALLOCATED
+        | FI_MR_PROV_KEY
+        | FI_MR_ENDPOINT
+        | if hmem { FI_MR_HMEM } else { 0 };
     (*(*hints).domain_attr).threading = FI_THREAD_SAFE;
     let mut info = ptr::null_mut();
     let ret = ddsfi_getinfo(ddsfi_header_version(), ptr::null(), ptr::null(), 0, hints, &mut info);
@@ -252,7 +264,7 @@ impl Fabric {
         let req = Request { provider: cfg.provider.clone(), iface, single_node };
         // SAFETY: the info list is walked read-only and freed once.
         unsafe {
-            let list = query()?;
+            let list = query(false)?;
             let mut cands = Vec::new();
             let mut entries = Vec::new();
             let mut p = list;
@@ -261,8 +273,17 @@ impl Fabric {
                 entries.push(p);
                 p = (*p).next;
             }
+            // The provider is chosen without FI_HMEM (asking for it hides
+            // providers that lack it); its FI_HMEM entry, if any, is used.
             let chosen = select::choose(&cands, &req);
-            let info = chosen.as_ref().ok().map(|&i| ddsfi_dupinfo(entries[i]));
+            let info = chosen.as_ref().ok().map(|&i| {
+                let hmem = if cfg.hmem { hmem_entry(&cands[i]) } else { ptr::null_mut() };
+                if hmem.is_null() {
+                    ddsfi_dupinfo(entries[i])
+                } else {
+                    hmem
+                }
+            });
             ddsfi_freeinfo(list);
             let i = chosen.map_err(|m| err!(Fabric, "{m}"))?;
             let info = info.filter(|p| !p.is_null()).ok_or_else(|| err!(NoMemory, "fi_dupinfo failed"))?;
@@ -275,10 +296,13 @@ impl Fabric {
             let max_msg = (*(*info).ep_attr).max_msg_size as u64;
             let max_piece = cfg.max_read_bytes.min(if max_msg > 0 { max_msg } else { u64::MAX }).max(1);
             let tx_size = (*(*info).tx_attr).size;
+            let caps =
+                Caps { hmem: (*info).caps & FI_HMEM != 0, mr_hmem: mr_mode & FI_MR_HMEM != 0, mr_local: need_local };
             let mut fab = Fabric {
                 prov,
                 domain_name,
                 mr_mode,
+                caps,
                 need_local,
                 max_piece,
                 read_timeout: (cfg.read_timeout_s > 0.0).then(|| Duration::from_secs_f64(cfg.read_timeout_s)),
@@ -403,10 +427,32 @@ impl Fabric {
         self.pool_cv.notify_one();
     }
 
-    /// `fabric:<provider>@<domain>`.
+    /// `fabric:<provider>@<domain>`, `+hmem` when opened with FI_HMEM.
     pub fn describe(&self) -> String {
-        format!("fabric:{}@{}", self.prov, self.domain_name)
+        format!("fabric:{}@{}{}", self.prov, self.domain_name, if self.caps.hmem { "+hmem" } else { "" })
     }
+}
+
+/// A copy of the FI_HMEM entry of `(provider, domain)`, or null (none, or
+/// the query failed: the plain entry is used then).
+unsafe fn hmem_entry(want: &(String, String)) -> *mut fi_info {
+    let Ok(list) = query(true) else { return ptr::null_mut() };
+    let mut p = list;
+    let mut out = ptr::null_mut();
+    while !p.is_null() {
+        if (*p).caps & FI_HMEM != 0
+            && cstr((*(*p).fabric_attr).prov_name) == want.0
+            && cstr((*(*p).domain_attr).name) == want.1
+        {
+            out = ddsfi_dupinfo(p);
+            break;
+        }
+        p = (*p).next;
+    }
+    if !list.is_null() {
+        ddsfi_freeinfo(list);
+    }
+    out
 }
 
 unsafe fn fab_name(info: *mut fi_info) -> String {

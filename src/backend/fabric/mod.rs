@@ -25,6 +25,7 @@ pub use domain::{Fabric, FabricConfig};
 pub use engine::Op;
 
 use crate::error::{bail, Result};
+use crate::gpu::direct::Iface;
 use crate::mpi::{agree, Comm};
 use crate::profile::{Counters, Timer};
 use crate::shard::Shard;
@@ -49,13 +50,32 @@ pub struct FabricVar {
     /// method-2 variable, the core ranks of its record).
     peers: Vec<fi_addr_t>,
     recv: RecvRegs,
+    /// GPUDirect destinations (registered with their interface); boxed:
+    /// most variables never have one.
+    direct: Box<RecvRegs>,
+    /// The interface the shard was registered with through
+    /// `fi_mr_regattr` (None: plain `fi_mr_reg`, or that call's fallback).
+    shard_iface: Option<Iface>,
 }
 
 impl FabricVar {
     /// Collective: registers `shard` for remote read and exchanges keys.
-    pub fn new(fab: &Arc<Fabric>, shard: &Shard, comm: &Comm) -> Result<FabricVar> {
-        let local =
-            if shard.len() == 0 { Ok(None) } else { Mr::register_shard(fab, shard.as_ptr(), shard.len()).map(Some) };
+    /// With `iface` (FI_HMEM), through `fi_mr_regattr` with that interface;
+    /// where the provider refuses it, with plain `fi_mr_reg` (local choice).
+    pub fn new(fab: &Arc<Fabric>, shard: &Shard, comm: &Comm, iface: Option<Iface>) -> Result<FabricVar> {
+        let (buf, len) = (shard.as_ptr(), shard.len());
+        let mut shard_iface = None;
+        let local = if len == 0 {
+            Ok(None)
+        } else {
+            let hmem =
+                iface.and_then(|i| Mr::register_as(fab, buf, len, mr::SHARD_ACCESS, fab.bind_ep(), Some((i, 0))).ok());
+            shard_iface = hmem.as_ref().and(iface);
+            match hmem {
+                Some(m) => Ok(Some(m)),
+                None => Mr::register_shard(fab, buf, len).map(Some),
+            }
+        };
         let mr = agree(comm, local)?;
         let key = mr.as_ref().map_or(0, |m| m.key());
         let base = Mr::remote_base(fab, shard.as_ptr());
@@ -67,6 +87,8 @@ impl FabricVar {
             bases: all.iter().map(|a| a[1]).collect(),
             peers: fab.peers.clone(),
             recv: RecvRegs::default(),
+            direct: Box::default(),
+            shard_iface,
         })
     }
 
@@ -74,7 +96,16 @@ impl FabricVar {
     /// serving addresses, keys and bases come from a hand-shake record.
     pub fn joined(fab: &Arc<Fabric>, addrs: &[Vec<u8>], keys: Vec<u64>, bases: Vec<u64>) -> Result<FabricVar> {
         let peers = fab.insert_names(addrs)?;
-        Ok(FabricVar { fab: fab.clone(), mr: None, keys, bases, peers, recv: RecvRegs::default() })
+        Ok(FabricVar {
+            fab: fab.clone(),
+            mr: None,
+            keys,
+            bases,
+            peers,
+            recv: RecvRegs::default(),
+            direct: Box::default(),
+            shard_iface: None,
+        })
     }
 
     /// Key and remote base of `rank`'s shard (for the method-2 record).
@@ -112,7 +143,7 @@ impl FabricVar {
         }
         let mut t = Timer::start(profile);
         let held = if self.fab.need_local {
-            let (mr, miss) = self.recv.lookup(&self.fab, dst as usize, dst_len)?;
+            let (mr, miss) = self.recv.lookup(&self.fab, dst as usize, dst_len, None)?;
             if miss {
                 counters.mr_miss.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
@@ -125,26 +156,63 @@ impl FabricVar {
         self.fab.read(ops, desc, counters, profile)
     }
 
-    /// `dds_register_recv`: registers the range when the provider needs
-    /// local descriptors (otherwise there is nothing to do).
-    pub fn register_recv(&self, start: usize, len: usize) -> Result<()> {
-        if self.fab.need_local {
-            self.recv.pin(&self.fab, start, len)?;
+    /// GPUDirect: the registration of [dst, dst + len) as memory of
+    /// `hmem`'s interface and device (pinned, cached or new), or None when
+    /// reads need no descriptor (`desc` false). An error is the provider's
+    /// refusal: the caller falls back for this buffer.
+    pub fn direct_mr(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        hmem: (Iface, i32),
+        desc: bool,
+        counters: &Counters,
+    ) -> Result<Option<Arc<Mr>>> {
+        if !desc {
+            return Ok(None);
         }
-        Ok(())
+        let (mr, miss) = self.direct.lookup(&self.fab, dst as usize, len, Some(hmem))?;
+        if miss {
+            counters.mr_miss.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(Some(mr))
+    }
+
+    /// Runs `ops` into a GPUDirect destination whose registration is `mr`.
+    pub fn read_direct(&self, ops: &[Op], mr: Option<&Arc<Mr>>, counters: &Counters, profile: bool) -> Result<()> {
+        let desc = mr.map_or(std::ptr::null_mut(), |m| m.desc());
+        self.fab.read(ops, desc, counters, profile)
+    }
+
+    /// `dds_register_recv`: registers the range when the provider needs
+    /// local descriptors (otherwise there is nothing to do); with `hmem`
+    /// (a GPUDirect buffer) as memory of that interface and device.
+    pub fn register_recv(&self, start: usize, len: usize, hmem: Option<(Iface, i32)>) -> Result<()> {
+        match hmem {
+            Some(h) => self.direct.pin(&self.fab, start, len, Some(h)),
+            None if self.fab.need_local => self.recv.pin(&self.fab, start, len, None),
+            None => Ok(()),
+        }
     }
 
     pub fn unregister_recv(&self, start: usize) {
         self.recv.unpin(start);
+        self.direct.unpin(start);
     }
 
+    /// The fabric's name; `+hmem:<iface>` when the shard was registered
+    /// through `fi_mr_regattr` with that interface.
     pub fn describe(&self) -> String {
-        self.fab.describe()
+        match self.shard_iface {
+            Some(i) => format!("{}:{}", self.fab.describe(), i.name()),
+            None => self.fab.describe(),
+        }
     }
 
     /// Local: closes the registrations.
     pub fn free(&mut self) {
         self.recv.clear();
+        self.direct.clear();
         self.mr = None;
     }
 }

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use super::domain::Fabric;
 use super::fi_err;
 use crate::error::Result;
+use crate::gpu::direct::Iface;
 
 pub struct Mr {
     raw: *mut fid_mr,
@@ -29,15 +30,45 @@ impl Mr {
     /// MR mode (requested unique key unless the provider chooses keys; bind
     /// and enable on `bind_ep` for FI_MR_ENDPOINT).
     pub fn register(fab: &Fabric, buf: *const u8, len: usize, access: u64, bind_ep: *mut fid_ep) -> Result<Mr> {
+        Mr::register_as(fab, buf, len, access, bind_ep, None)
+    }
+
+    /// `register`, through `fi_mr_regattr` naming the memory's interface
+    /// and device when `hmem` is given (GPUDirect: FI_HMEM_CUDA / _ROCR
+    /// device memory, or FI_HMEM_SYSTEM host memory), else `fi_mr_reg`.
+    pub fn register_as(
+        fab: &Fabric,
+        buf: *const u8,
+        len: usize,
+        access: u64,
+        bind_ep: *mut fid_ep,
+        hmem: Option<(Iface, i32)>,
+    ) -> Result<Mr> {
         let key = if fab.mr_mode & FI_MR_PROV_KEY != 0 { 0 } else { fab.next_key() };
         let mut raw = ptr::null_mut();
         // SAFETY: buf covers len bytes and outlives the registration (owners
-        // close the MR before freeing the memory).
+        // close the MR before freeing the memory); attr and iov live across the call.
         unsafe {
-            fi_err(
-                ddsfi_mr_reg(fab.domain, buf.cast(), len, access, 0, key, 0, &mut raw, ptr::null_mut()) as isize,
-                "fi_mr_reg",
-            )?;
+            match hmem {
+                None => fi_err(
+                    ddsfi_mr_reg(fab.domain, buf.cast(), len, access, 0, key, 0, &mut raw, ptr::null_mut()) as isize,
+                    "fi_mr_reg",
+                )?,
+                Some((iface, device)) => {
+                    let iov = libc::iovec { iov_base: buf as *mut c_void, iov_len: len };
+                    let mut attr: fi_mr_attr = std::mem::zeroed();
+                    attr.mr_iov = (&iov as *const libc::iovec).cast();
+                    attr.iov_count = 1;
+                    attr.access = access;
+                    attr.requested_key = key;
+                    attr.iface = iface as _;
+                    // The ordinal sits in the union member of its interface;
+                    // every member is an int at offset 0.
+                    attr.device.cuda = device;
+                    let ret = ddsfi_mr_regattr(fab.domain, &attr, 0, &mut raw);
+                    fi_err(ret as isize, &format!("fi_mr_regattr (iface {}, device {device})", iface.name()))?
+                }
+            }
             let mr = Mr { raw };
             if fab.mr_mode & FI_MR_ENDPOINT != 0 {
                 fi_err(ddsfi_mr_bind(raw, bind_ep.cast(), 0) as isize, "fi_mr_bind")?;
@@ -105,8 +136,8 @@ pub struct RecvRegs {
 }
 
 impl RecvRegs {
-    pub fn pin(&self, fab: &Fabric, start: usize, len: usize) -> Result<()> {
-        let mr = Mr::register(fab, start as *const u8, len, FI_READ, fab.bind_ep())?;
+    pub fn pin(&self, fab: &Fabric, start: usize, len: usize, hmem: Option<(Iface, i32)>) -> Result<()> {
+        let mr = Mr::register_as(fab, start as *const u8, len, FI_READ, fab.bind_ep(), hmem)?;
         self.pinned.lock().push(LocalMr { start, len, mr: Arc::new(mr) });
         Ok(())
     }
@@ -119,8 +150,15 @@ impl RecvRegs {
     }
 
     /// The MR covering [start, start+len): pinned, cached, or newly
-    /// registered (`true` = a miss that registered memory).
-    pub fn lookup(&self, fab: &Fabric, start: usize, len: usize) -> Result<(Arc<Mr>, bool)> {
+    /// registered (`true` = a miss that registered memory), with `hmem`'s
+    /// interface when given (one RecvRegs holds one kind of registration).
+    pub fn lookup(
+        &self,
+        fab: &Fabric,
+        start: usize,
+        len: usize,
+        hmem: Option<(Iface, i32)>,
+    ) -> Result<(Arc<Mr>, bool)> {
         if let Some(m) = self.pinned.lock().iter().find(|m| m.covers(start, len)) {
             return Ok((m.mr.clone(), false));
         }
@@ -129,7 +167,7 @@ impl RecvRegs {
             return Ok((m.mr.clone(), false));
         }
         *cache = None;
-        let mr = Arc::new(Mr::register(fab, start as *const u8, len, FI_READ, fab.bind_ep())?);
+        let mr = Arc::new(Mr::register_as(fab, start as *const u8, len, FI_READ, fab.bind_ep(), hmem)?);
         *cache = Some(LocalMr { start, len, mr: mr.clone() });
         Ok((mr, true))
     }

@@ -1,0 +1,93 @@
+//! GPUDirect reads (gpu/direct.rs chose the route): every row, this rank's
+//! own included, is read by the fabric straight into the destination, which
+//! the CPU may not be able to address; the destination is registered with
+//! its memory interface when the provider needs descriptors.
+//!
+//! Each returns `Ok(Some(refusal))` when the provider refused the
+//! destination's registration, before any row moved: the caller falls back
+//! for this buffer (store/gpu.rs).
+
+use crate::error::{bail, Error, Result};
+use crate::gpu::direct::Iface;
+use crate::var::{Transport, Variable};
+
+use super::Store;
+
+type Refused = Option<Error>;
+
+impl Store {
+    /// `dds_get` into a GPUDirect destination.
+    #[allow(clippy::too_many_arguments)] // a read's arguments and the registration's
+    pub(super) fn direct_get(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        start: i64,
+        count: i64,
+        hmem: (Iface, i32),
+        desc: bool,
+    ) -> Result<Refused> {
+        self.check_running()?;
+        self.with_var(name, |v| {
+            let Some((owner, local)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(None) };
+            let f = fabric_of(v)?;
+            let mr = match f.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
+                Ok(mr) => mr,
+                Err(e) => return Ok(Some(e)),
+            };
+            let op = f.op(owner, local as u64 * v.row_bytes, dst, dst_bytes);
+            f.read_direct(&[op], mr.as_ref(), &v.counters, self.cfg.profile)?;
+            v.counters.read_call(count as u64, 0);
+            Ok(None)
+        })
+    }
+
+    /// One-sided `dds_get_batch` into a GPUDirect destination: every index
+    /// is checked first; rows adjacent at the owner and in `dst` are one read.
+    pub(super) fn direct_batch(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        idx: &[i64],
+        hmem: (Iface, i32),
+        desc: bool,
+    ) -> Result<Refused> {
+        self.check_running()?;
+        self.with_var(name, |v| {
+            v.check_dst("destination", dst_bytes, idx.len() as i64)?;
+            v.check_indices(idx, "the")?;
+            if idx.is_empty() {
+                return Ok(None);
+            }
+            let f = fabric_of(v)?;
+            let mr = match f.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
+                Ok(mr) => mr,
+                Err(e) => return Ok(Some(e)),
+            };
+            let rb = v.row_bytes as usize;
+            let mut ops: Vec<crate::backend::fabric::Op> = Vec::with_capacity(idx.len());
+            for (i, &g) in idx.iter().enumerate() {
+                let (owner, local) = v.layout.owner(g);
+                let off = local as u64 * v.row_bytes;
+                // Never dereferenced here: the provider writes it.
+                let at = dst.wrapping_add(i * rb);
+                match ops.last_mut() {
+                    Some(last) if f.extends(last, owner, off, at) => last.len += rb,
+                    _ => ops.push(f.op(owner, off, at, rb)),
+                }
+            }
+            f.read_direct(&ops, mr.as_ref(), &v.counters, self.cfg.profile)?;
+            v.counters.read_call(idx.len() as u64, 0);
+            Ok(None)
+        })
+    }
+}
+
+fn fabric_of(v: &Variable) -> Result<&crate::backend::fabric::FabricVar> {
+    match &v.transport {
+        Transport::Fabric(f) => Ok(f),
+        Transport::Rma(_) => bail!(Internal, "variable '{}': a GPUDirect read needs a fabric transport", v.name),
+    }
+}
