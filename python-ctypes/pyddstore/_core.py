@@ -32,6 +32,9 @@ _NULL = _lib.NULL
 _from_buffer = _ffi.from_buffer
 _I64_ARRAY = _ffi.typeof("int64_t[]")
 _CHARS = _ffi.typeof("char[]")  # from_buffer(_CHARS, arr, True): writable, positional (cheaper than keywords)
+# dds_var_info.device_path codes (the header's DDS_PATH_*) -> the names of device_path().
+_DEVICE_PATHS = {getattr(_lib, "DDS_PATH_" + n.upper().replace("-", "_")): n
+                 for n in ("host-only", "staged", "gpudirect", "refused")}
 
 
 class PyDDstoreVarinfo:
@@ -449,7 +452,7 @@ class PyDDStore:
         """How rows of `name` reach device buffers: "host-only" (no GPU driver,
         or GPU support off), "staged", "gpudirect" or "refused" (see docs/gpu.md)."""
         info = self._info(self._var(name).cname)
-        return {0: "host-only", 1: "staged", 2: "gpudirect", 3: "refused"}.get(info.device_path, "unknown")
+        return _DEVICE_PATHS.get(info.device_path, "unknown")
 
     def get_profile(self, name):
         """DDStore 3.0's profile dict: C counters of `name` plus this store's Python timings."""
