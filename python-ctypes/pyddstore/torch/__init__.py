@@ -1,0 +1,25 @@
+"""PyTorch datasets and a thread-based loader over libddstore (DDStore 3.0's
+``pyddstore.torch``).
+
+* :class:`DistDataset` spreads the samples of any map-style dataset over the
+  ranks of a communicator, one store variable per sample field, and reads any
+  sample back from any rank.
+* :class:`DistDatasetReader` reads a dataset that a ``DistDataset`` published
+  with ``method=2`` from a separate job.
+* :class:`WindowedDataset` builds samples from several stored rows (time
+  windows, clips) without storing a row twice.
+* :func:`row_of` maps (sub-dataset, index) of a ``ConcatDataset`` to its row.
+* :class:`ThreadDataLoader` is a ``DataLoader`` whose workers are threads of
+  the calling process.
+
+Importing this module imports torch, and neither mpi4py nor the library: MPI
+starts when the first dataset is constructed, after torch was loaded. See
+docs/pytorch.md.
+"""
+
+from ._datasets import DistDataset, DistDatasetReader
+from ._loader import ThreadDataLoader
+from ._schema import SUPPORTED_DTYPES, _safe_name  # noqa: F401 (tests and callers use them)
+from ._windows import WindowedDataset, row_of
+
+__all__ = ["DistDataset", "DistDatasetReader", "ThreadDataLoader", "WindowedDataset", "row_of"]

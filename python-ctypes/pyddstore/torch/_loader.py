@@ -1,0 +1,302 @@
+"""ThreadDataLoader: a DataLoader whose workers are threads of the calling
+process (pinned to the cores MPI gave the rank), with reads in flight."""
+
+import collections
+import concurrent.futures
+import logging
+import os
+import queue
+import threading
+import weakref
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, default_collate
+
+from .._errors import InvalidArgumentError
+from ._datasets import _prefetch_arg
+
+try:  # the helper DataLoader itself uses for pin_memory=True
+    from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
+except ImportError:  # pragma: no cover
+    _pin_memory = None
+
+logger = logging.getLogger("pyddstore.torch")
+
+
+# ThreadDataLoader
+
+class _AffinityPlan:
+    """CPU pinning of loader threads: thread k (in start order) is restricted
+    to entries [offset + k*width, offset + (k+1)*width) of the affinity list
+    the process had when the loader was made."""
+
+    def __init__(self):
+        self.width = int(os.environ.get("DDSTORE_AFFINITY_WIDTH", "0") or 0)
+        self.offset = int(os.environ.get("DDSTORE_AFFINITY_OFFSET", "0") or 0)
+        self.cpus = None
+        if self.width > 0 and hasattr(os, "sched_getaffinity"):
+            self.cpus = sorted(os.sched_getaffinity(0))
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __call__(self):  # the thread pool's initializer
+        with self._lock:
+            k = self._next
+            self._next += 1
+        if not self.cpus or not hasattr(os, "sched_setaffinity"):
+            return
+        mine = self.cpus[self.offset + k * self.width:self.offset + (k + 1) * self.width]
+        if mine:
+            try:
+                os.sched_setaffinity(0, mine)  # 0: the calling thread (Linux)
+            except OSError as e:
+                logger.debug("loader thread %d: cannot pin to %s: %s", k, mine, e)
+
+
+_END = object()
+
+
+class _ThreadLoaderIter:
+    """One epoch of a ThreadDataLoader: fetches run ahead in the loader's
+    threads, and batches come back in sampler order."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._sampler_iter = iter(loader._index_sampler)
+        # The draw DataLoader's iterator makes for its workers' base seed:
+        # the training loop's later random numbers stay the same.
+        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+        pf = 2 if loader.prefetch_factor is None else loader.prefetch_factor
+        self._bound = max(1, (loader.num_workers or 1) * pf)
+        # prefetch: the reads of the next k batches are started here, in
+        # sampler order, from this (one) thread; the loader's threads wait
+        # for them and collate. Datasets without started reads take the
+        # threads' fetches instead.
+        self._reads_ahead = loader.prefetch > 0 and loader._auto_collation and \
+            callable(getattr(loader.dataset, "_start_getitems", None))
+        if self._reads_ahead:
+            self._bound = loader.prefetch
+        self._pending = collections.deque()
+        self._in_flight = 0
+        self._ended = False
+        self._closed = False
+        self._refill()
+
+    def _refill(self):
+        while not self._ended and self._in_flight < self._bound:
+            try:
+                index = next(self._sampler_iter)
+            except StopIteration:
+                self._ended = True
+                self._pending.append(_END)
+                break
+            loader = self._loader
+            self._pending.append(loader._start(index) if self._reads_ahead else loader._submit(index))
+            self._in_flight += 1
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __next__(self):
+        if self._closed or not self._pending or self._pending[0] is _END:
+            raise StopIteration
+        fut = self._pending.popleft()
+        self._in_flight -= 1
+        data = fut.result()
+        self._refill()
+        return data
+
+    def close(self):
+        """Cancels the fetches not yet started; running ones finish in the
+        background. Reads already started (prefetch) are waited for: their
+        buffers are written until then, and a method-0 collective read must
+        complete on every rank."""
+        self._closed = True
+        pending, self._pending = self._pending, collections.deque()
+        for fut in pending:
+            if fut is not _END and fut.cancel():
+                started = getattr(fut, "ddstore_reads", None)
+                if started is not None:
+                    self._loader._abandon(*started)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class ThreadDataLoader(DataLoader):
+    """A DataLoader whose workers are threads of this process.
+
+    ThreadDataLoader(dataset, reuse_buffers=False, collate_copies=False, **DataLoader_kwargs)
+
+    ``num_workers`` is the number of threads (0 means 1). Batches come back in
+    sampler order. ``prefetch=k`` (None: the dataset's ``prefetch``, default
+    2) keeps the reads of the next k batches in flight (non-blocking batched
+    reads, started in sampler order) while the current batch is used; with
+    ``prefetch=0``, or a dataset without started reads,
+    ``num_workers * prefetch_factor`` batches are fetched ahead by the threads.
+    With ``reuse_buffers=True`` each thread reads into a set of buffers from
+    ``dataset.alloc(batch_size)`` that is reused batch after batch (the
+    collate must copy: torch's default_collate does). See docs/pytorch.md.
+    """
+
+    def __init__(self, dataset, reuse_buffers=False, collate_copies=False, prefetch=None, **kwargs):
+        self._executor = None
+        self._buffer_sets = []
+        self._free_sets = None
+        self._live = weakref.WeakSet()
+        super().__init__(dataset, **kwargs)
+        self.prefetch = _prefetch_arg(getattr(dataset, "prefetch", 2) if prefetch is None else prefetch)
+        if isinstance(dataset, IterableDataset):
+            raise TypeError("ThreadDataLoader needs a map-style dataset (with __getitem__), "
+                            "not an IterableDataset")
+        self.reuse_buffers = bool(reuse_buffers)
+        self.collate_copies = bool(collate_copies)
+        threads = self.num_workers or 1
+        store = getattr(dataset, "ddstore", None)
+        if threads > 1 and getattr(store, "method", None) == 0 and \
+                getattr(store, "batch_mode", "collective") == "collective":
+            raise InvalidArgumentError(
+                f"ThreadDataLoader: num_workers={self.num_workers} over a method-0 dataset in the collective "
+                "batch mode: its batched reads are collective (one calling thread per rank); use the "
+                "one-sided mode (DistDataset's default, batch_mode='onesided'), num_workers=1 (or 0), "
+                "or method 1")
+        if self.reuse_buffers:
+            if not callable(getattr(dataset, "alloc", None)):
+                raise TypeError("reuse_buffers needs a dataset with alloc() and __getitems__(indices, out=) "
+                                f"(DistDataset or DistDatasetReader), got {type(dataset).__name__}")
+            if self.batch_size is None:
+                raise ValueError("reuse_buffers needs batch_size (automatic batching): the buffers "
+                                 "hold batch_size rows")
+            if self.collate_fn is not default_collate and not self.collate_copies:
+                raise ValueError("reuse_buffers reuses the buffers right after collate_fn: pass "
+                                 "collate_copies=True to declare that this collate_fn copies the data")
+            self._free_sets = queue.SimpleQueue()
+            # Each batch whose reads are in flight holds a set too.
+            for _ in range(threads + self.prefetch):
+                bufs = dataset.alloc(self.batch_size)
+                self._buffer_sets.append(bufs)
+                self._free_sets.put(bufs)
+        accel = getattr(torch, "accelerator", None)
+        available = accel.is_available() if accel is not None else torch.cuda.is_available()
+        self._pin = bool(self.pin_memory) and available and _pin_memory is not None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="ddstore-loader", initializer=_AffinityPlan())
+
+    def check_worker_number_rationality(self):
+        """DataLoader warns when num_workers exceeds the CPUs, for worker
+        processes; loader threads mostly wait for the network: no warning."""
+
+    @property
+    def buffer_sets(self):
+        """The buffer sets of reuse_buffers (empty otherwise, and after close())."""
+        return list(self._buffer_sets)
+
+    def _submit(self, index):
+        ex = self._executor
+        if ex is None:
+            raise RuntimeError("this ThreadDataLoader is closed")
+        return ex.submit(self._fetch, index)
+
+    def _start(self, index):
+        """Starts the reads of batch `index` (this thread, sampler order) and
+        queues their wait and the collate on the loader's threads. An error
+        at start comes back from the batch's turn, as a fetch's would."""
+        ex = self._executor
+        if ex is None:
+            raise RuntimeError("this ThreadDataLoader is closed")
+        bufs = self._free_sets.get() if self._free_sets is not None else None
+        try:
+            pending = self.dataset._start_getitems(index, out=bufs)
+        except Exception as exc:
+            if bufs is not None:
+                self._free_sets.put(bufs)
+            fut = concurrent.futures.Future()
+            fut.set_exception(exc)
+            return fut
+        if pending is None:  # the dataset reads sample by sample
+            if bufs is not None:
+                self._free_sets.put(bufs)
+            return self._submit(index)
+        fut = ex.submit(self._finish, pending, bufs)
+        fut.ddstore_reads = (pending, bufs)
+        return fut
+
+    def _finish(self, pending, bufs):
+        try:
+            data = pending.result()
+            if self.collate_fn is not None:
+                data = self.collate_fn(data)
+        finally:
+            if bufs is not None:
+                self._free_sets.put(bufs)
+        if self._pin:
+            data = _pin_memory(data)
+        return data
+
+    def _abandon(self, pending, bufs):
+        """A started batch that will not be used: wait for its reads, free its set."""
+        pending.drain()
+        if bufs is not None:
+            self._free_sets.put(bufs)
+
+    def _fetch(self, index):
+        dataset, collate = self.dataset, self.collate_fn
+        if self._free_sets is not None:
+            bufs = self._free_sets.get()
+            try:
+                data = dataset.__getitems__(index, out=bufs)
+                if collate is not None:
+                    data = collate(data)
+            finally:
+                self._free_sets.put(bufs)
+        else:
+            if not self._auto_collation:
+                data = dataset[index]
+            else:
+                getitems = getattr(dataset, "__getitems__", None)
+                data = getitems(index) if getitems else [dataset[i] for i in index]
+            if collate is not None:
+                data = collate(data)
+        if self._pin:
+            data = _pin_memory(data)
+        return data
+
+    def __iter__(self):
+        if self._executor is None:
+            raise RuntimeError("this ThreadDataLoader is closed")
+        # Iterators may interleave (as DataLoader's); one dropped (a break, a
+        # new epoch's loop) drains its reads ahead when collected, and
+        # close() drains every live one.
+        it = _ThreadLoaderIter(self)
+        self._live.add(it)
+        return it
+
+    def close(self):
+        """Stops the threads (queued fetches are cancelled, reads in flight
+        drained) and releases the buffer sets."""
+        for it in list(self._live):
+            it.close()
+        ex, self._executor = self._executor, None
+        if ex is not None:
+            try:
+                ex.shutdown(wait=self._free_sets is not None, cancel_futures=True)
+            except TypeError:  # Python 3.8: no cancel_futures; queued fetches still run
+                ex.shutdown(wait=self._free_sets is not None)
+        sets, self._buffer_sets = self._buffer_sets, []
+        for bufs in sets:
+            try:
+                self.dataset.release(bufs)
+            except (ValueError, KeyError, RuntimeError):  # e.g. the store was freed
+                pass
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
