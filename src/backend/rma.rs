@@ -31,6 +31,7 @@
 use std::os::raw::c_int;
 
 use crate::backend::local::Near;
+use crate::config::Exchange;
 use crate::copy::copy_rows;
 use crate::error::{bail, Result};
 use crate::layout::{round_slice, rows_per_round, Layout};
@@ -122,48 +123,6 @@ impl RmaVar {
     /// Collective: frees the window.
     pub fn free(&mut self) -> Result<()> {
         self.win.free()
-    }
-}
-
-/// How a method-0 batch moves the rows that travel (`DDSTORE_BATCH_EXCHANGE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exchange {
-    /// `SendRecv` for rows of at least `SENDRECV_MIN_ROW_BYTES`, else `Alltoallv`.
-    Auto,
-    /// Owners pack rows into one buffer per requester; one `MPI_Alltoallv`
-    /// per round; requesters reorder when the rows arrive grouped by owner.
-    Alltoallv,
-    /// One message per row, straight from the owner's shard into its place
-    /// in the destination: no packing and no reordering copy. Each round,
-    /// a requester posts the receives of its (at most the cap's worth of)
-    /// rows and owners post their sends.
-    SendRecv,
-}
-
-/// How a method-0 `dds_get_batch` runs (`DDSTORE_BATCH_MODE`,
-/// `dds_options.batch_mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchMode {
-    /// DDStore 3.0's semantics: every rank calls, the same number of times,
-    /// from one thread; rows move by the sparse exchange.
-    Collective,
-    /// Each call reads on its own with pipelined passive-target gets: no
-    /// matching calls, any number of threads.
-    Onesided,
-}
-
-impl BatchMode {
-    /// `dds_options.batch_mode` codes (`DDS_BATCH_*`; -1 is "from the environment").
-    pub fn from_code(code: i32) -> Result<Option<BatchMode>> {
-        match code {
-            -1 => Ok(None),
-            0 => Ok(Some(BatchMode::Collective)),
-            1 => Ok(Some(BatchMode::Onesided)),
-            _ => bail!(
-                InvalidArgument,
-                "batch_mode {code} is not -1 (DDSTORE_BATCH_MODE), 0 (collective) or 1 (one-sided)"
-            ),
-        }
     }
 }
 

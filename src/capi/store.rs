@@ -7,7 +7,7 @@ use super::types::{
     DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS,
 };
 use super::{guard, name_arg, opt_string, register_store, store_of, take_store};
-use crate::backend::rma::BatchMode;
+use crate::config::BatchMode;
 use crate::error::{bail, Error, Kind, Result};
 use crate::store::{Collective, Options, Store};
 

@@ -12,7 +12,8 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
-use crate::backend::rma::{self, BatchMode, GetOp, RmaVar, Scratch, Source};
+use crate::backend::rma::{self, GetOp, RmaVar, Scratch, Source};
+use crate::config::BatchMode;
 use crate::config::Config;
 use crate::copy::copy_rows;
 use crate::error::{bail, err, Error, Result};
