@@ -5,7 +5,7 @@
 //! its pages are resident from `dds_init` on.
 //!
 //! With node-local reads on (see `backend::local`), the block is instead a
-//! POSIX shared-memory segment (`shm_open` + `mmap`), so the ranks of the same
+//! POSIX shared-memory segment (`segment.rs`: `shm_open` + `mmap`), so the ranks of the same
 //! node can map it read-only and copy rows straight out of it. It is still the
 //! only copy of the shard: the same pages back the MPI window or the fabric
 //! registration. A fresh segment is zero-filled by the kernel and, like the
@@ -19,6 +19,8 @@ use std::ffi::CString;
 use std::ptr::NonNull;
 
 use crate::error::{bail, Result};
+
+pub(crate) mod segment;
 
 const ALIGN: usize = 64;
 
@@ -95,7 +97,7 @@ impl Shard {
         if src.is_some_and(|d| d.len() != len) {
             return None;
         }
-        let seg = crate::backend::local::Segment::create(len, src.is_some())?;
+        let seg = segment::Segment::create(len, src.is_some())?;
         let (ptr, name, id) = seg.into_parts();
         let s = Shard { ptr, len, mem: Mem::Shm { name: Some(name), id, reserved: src.is_some() } };
         if let Some(data) = src {
