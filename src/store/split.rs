@@ -15,7 +15,6 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use super::{fingerprint, validate_shape, Method, Options, Shape, Store};
-use crate::backend::fabric::select::{normalize_provider, provider_matches};
 use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
 use crate::backend::rma::Scratch;
@@ -110,17 +109,18 @@ impl Split {
                 .map(|r| {
                     let (key, base) = f.key_base(r);
                     let (lo, hi) = layout.shard(r);
-                    RankRecord { addr: fab.names[r].clone(), key, base, rows: hi - lo }
+                    RankRecord { addr: fab.address(r).to_vec(), key, base, rows: hi - lo }
                 })
                 .collect();
+            let (provider, domain, addr_format) = fab.identity();
             let rec = Record {
                 state: hs::STATE_PUBLISHED,
                 session: self.session,
                 written_ns: hs::now_ns(),
                 name: name.to_string(),
-                provider: fab.prov.clone(),
-                domain: fab.domain_name.clone(),
-                addr_format: fab.addr_format,
+                provider,
+                domain,
+                addr_format,
                 row_elems: s.row_elems,
                 item_size: s.item_size,
                 ranks,
@@ -183,24 +183,8 @@ impl Split {
                 f
             }
         };
-        if !provider_matches(&normalize_provider(&rec.provider), &fab.prov) {
-            bail!(
-                Fabric,
-                "{what}: variable '{}' is served by libfabric provider '{}', but this extra member reads with '{}'",
-                rec.name,
-                rec.provider,
-                fab.prov
-            );
-        }
-        if rec.addr_format != fab.addr_format {
-            bail!(
-                Fabric,
-                "{what}: variable '{}' has addresses of format {}, but this extra member's provider {} uses format {}",
-                rec.name,
-                rec.addr_format,
-                fab.describe(),
-                fab.addr_format
-            );
+        if let Err(why) = fab.can_read(&rec.provider, rec.addr_format) {
+            bail!(Fabric, "{what}: variable '{}': {why}", rec.name);
         }
         Ok(fab)
     }
@@ -325,7 +309,7 @@ impl Store {
         }
         let path = sp.record_path(name);
         let what = path.display().to_string();
-        let open = sp.reader.lock().as_ref().map(|f| f.prov.clone());
+        let open = sp.reader.lock().as_ref().map(|f| f.provider().to_string());
         let want = Expect {
             name: name.to_string(),
             n_core: sp.n_core,

@@ -83,8 +83,8 @@ impl Default for AddrRecord {
 }
 
 pub struct Fabric {
-    pub prov: String,
-    pub domain_name: String,
+    pub(super) prov: String,
+    pub(super) domain_name: String,
     pub mr_mode: i32,
     /// FI_HMEM and the mode bits GPUDirect follows (gpu/direct.rs).
     pub caps: Caps,
@@ -96,9 +96,9 @@ pub struct Fabric {
     /// fi_addr_t of each rank's serving endpoint, by store rank.
     pub peers: Vec<fi_addr_t>,
     /// Raw serving-endpoint address of each rank (method 2 records).
-    pub names: Vec<Vec<u8>>,
+    pub(super) names: Vec<Vec<u8>>,
     /// `fi_info.addr_format` of the chosen provider.
-    pub addr_format: u32,
+    pub(super) addr_format: u32,
     /// Addresses inserted for joined method-2 variables (extra members).
     known: Mutex<std::collections::HashMap<Vec<u8>, fi_addr_t>>,
     pub rank: usize,
@@ -428,6 +428,42 @@ impl Fabric {
     }
 
     /// `fabric:<provider>@<domain>`, `+hmem` when opened with FI_HMEM.
+    /// The provider, as `fi_info` names it.
+    pub fn provider(&self) -> &str {
+        &self.prov
+    }
+
+    /// What a method-2 record says about the fabric serving a variable:
+    /// provider, domain and address format.
+    pub fn identity(&self) -> (String, String, u32) {
+        (self.prov.clone(), self.domain_name.clone(), self.addr_format)
+    }
+
+    /// The raw address of store rank `r`'s serving endpoint (method-2 records).
+    pub fn address(&self, r: usize) -> &[u8] {
+        &self.names[r]
+    }
+
+    /// Whether this reader fabric can read a variable served with
+    /// `provider` and addresses of `addr_format` (a method-2 record's); the
+    /// reason otherwise.
+    pub fn can_read(&self, provider: &str, addr_format: u32) -> std::result::Result<(), String> {
+        if !select::provider_matches(&select::normalize_provider(provider), &self.prov) {
+            return Err(format!(
+                "it is served by libfabric provider '{provider}', but this extra member reads with '{}'",
+                self.prov
+            ));
+        }
+        if addr_format != self.addr_format {
+            return Err(format!(
+                "it has addresses of format {addr_format}, but this extra member's provider {} uses format {}",
+                self.describe(),
+                self.addr_format
+            ));
+        }
+        Ok(())
+    }
+
     pub fn describe(&self) -> String {
         format!("fabric:{}@{}{}", self.prov, self.domain_name, if self.caps.hmem { "+hmem" } else { "" })
     }
