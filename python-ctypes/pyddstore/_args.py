@@ -29,6 +29,11 @@ import numpy as np
 
 from ._errors import ArgumentTypeError, IndexOutOfRangeError, InvalidArgumentError
 
+# The element types DDStore 3.0 accepts, by their numpy (and torch) names:
+# the one list every dtype check of the package reads (the store itself
+# only cares about the item size).
+DTYPE_NAMES = ("bool", "uint8", "int32", "int64", "float32", "float64")
+
 I32 = (-(1 << 31), (1 << 31) - 1)
 I64 = (-(1 << 63), (1 << 63) - 1)
 I64_MIN, I64_MAX = I64

@@ -10,13 +10,12 @@ that passes every rule); anything else comes here.
 
 import numpy as np
 
+from ._args import DTYPE_NAMES
 from ._errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
 from ._lib import ffi
 
-# What DDStore 3.0 accepts; the store itself only cares about the item size.
-HOST_DTYPES = frozenset(
-    np.dtype(t) for t in (np.int32, np.int64, np.uint8, np.float32, np.float64, np.bool_)
-)
+# The accepted element types as numpy dtypes (host buffers).
+HOST_DTYPES = frozenset(np.dtype(n) for n in DTYPE_NAMES)
 
 
 _from_buffer = ffi.from_buffer
@@ -50,14 +49,11 @@ def is_gpu(obj):
     return hasattr(obj, "__cuda_array_interface__")
 
 
-_TORCH_DTYPES = ("int32", "int64", "uint8", "float32", "float64", "bool")
-
-
 def _gpu_buffer(obj, what):
     """(ptr, nbytes, itemsize, rows, row_elems, True) of a device buffer (ptr: a cdata `void *`)."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch
         dtype = str(obj.dtype).replace("torch.", "")
-        if dtype not in _TORCH_DTYPES:
+        if dtype not in DTYPE_NAMES:
             raise UnsupportedDtypeError(f"unsupported dtype: {obj.dtype}")
         if not obj.is_contiguous():
             raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() on the tensor)")

@@ -8,7 +8,9 @@ import os
 import numpy as np
 import torch
 
-SUPPORTED_DTYPES = ("bool", "uint8", "int32", "int64", "float32", "float64")
+from .._args import DTYPE_NAMES
+
+SUPPORTED_DTYPES = DTYPE_NAMES  # the package's one list (pyddstore._args)
 _RECORD_KINDS = ("record", "structarray", "recarray")
 
 
