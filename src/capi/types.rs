@@ -157,6 +157,19 @@ pub const DDS_PATH_GPUDIRECT: i32 = 2;
 /// (`DDSTORE_GPU_STAGING=0` and no GPUDirect).
 pub const DDS_PATH_REFUSED: i32 = 3;
 
+// The codes above are the header's; the library's own enums carry the same
+// numbers, and the build fails if the two lists ever differ.
+const _: () = {
+    use crate::gpu::{MemKind, Path};
+    assert!(MemKind::Host.code() == DDS_MEM_HOST);
+    assert!(MemKind::Cuda(0).code() == DDS_MEM_CUDA);
+    assert!(MemKind::Rocm(0).code() == DDS_MEM_ROCM);
+    assert!(Path::HostOnly as i32 == DDS_PATH_HOST_ONLY);
+    assert!(Path::Staged as i32 == DDS_PATH_STAGED);
+    assert!(Path::GpuDirect as i32 == DDS_PATH_GPUDIRECT);
+    assert!(Path::Refused as i32 == DDS_PATH_REFUSED);
+};
+
 /// Description of one variable, filled by `dds_info`.
 #[repr(C)]
 #[derive(Clone, Copy)]

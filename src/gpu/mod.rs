@@ -32,8 +32,8 @@ pub enum MemKind {
 }
 
 impl MemKind {
-    /// The C API's `DDS_MEM_*` code.
-    pub fn code(self) -> i32 {
+    /// The C API's `DDS_MEM_*` code (capi/types.rs asserts that they agree).
+    pub const fn code(self) -> i32 {
         match self {
             MemKind::Host => 0,
             MemKind::Cuda(_) => 1,
@@ -86,7 +86,8 @@ impl Mode {
     }
 }
 
-/// How a variable's rows reach device buffers (`dds_var_info.device_path`).
+/// How a variable's rows reach device buffers (`dds_var_info.device_path`;
+/// the discriminants are the `DDS_PATH_*` codes, asserted in capi/types.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
     /// Device buffers are not recognised (GPU support off or no driver).
