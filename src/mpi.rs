@@ -312,6 +312,18 @@ impl Comm {
         Comm::adopt(raw)
     }
 
+    /// One turn of MPI's progress engine: an `MPI_Iprobe` on this
+    /// communicator, on which nothing is ever sent (see
+    /// backend::rma_progress). Needs MPI_THREAD_MULTIPLE when other threads
+    /// call MPI.
+    pub fn poke_progress(&self) {
+        let mut flag: c_int = 0;
+        // SAFETY: a valid communicator; the status is ignored.
+        unsafe {
+            ffi::MPI_Iprobe(ffi::RSMPI_ANY_SOURCE, ffi::RSMPI_ANY_TAG, self.raw, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        };
+    }
+
     /// Splits into consecutive groups of `width` ranks (key = rank).
     pub fn split_groups(&self, width: usize) -> Result<Comm> {
         let color = (self.rank / width) as c_int;

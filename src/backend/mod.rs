@@ -4,4 +4,5 @@
 pub mod fabric;
 pub mod local;
 pub mod rma;
+pub mod rma_progress;
 pub mod split;

@@ -13,6 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::backend::local::{Near, NodeMap};
 use crate::backend::rma::{self, GetOp, RmaVar, Scratch, Source};
+use crate::backend::rma_progress::RmaProgress;
 use crate::config::BatchMode;
 use crate::config::Config;
 use crate::copy::copy_rows;
@@ -141,6 +142,9 @@ pub struct Store {
     /// communicator non-blocking batches exchange on, apart from the
     /// caller's collectives.
     async_comm: Option<Comm>,
+    /// Method 0: the thread that lets MPI serve peers' passive-target reads
+    /// while this rank's caller makes no MPI call (backend::rma_progress).
+    mpi_progress: Mutex<Option<RmaProgress>>,
 }
 
 /// A cheap fingerprint to check that ranks name the same variable.
@@ -224,6 +228,24 @@ impl Store {
             (Method::Mpi, BatchMode::Collective, None) => Some(comm.dup()?),
             _ => None,
         };
+        // Agreed, so that every rank runs the thread or none does (it is
+        // collective to start: a private duplicate of the communicator).
+        let progress_wanted = match (method, cfg.mpi_progress) {
+            (Method::Mpi, Some(true)) if mpi_lock.is_some() => Err(err!(
+                InvalidArgument,
+                "DDSTORE_MPI_PROGRESS=1 needs MPI initialised with MPI_THREAD_MULTIPLE (the thread calls MPI \
+                 beside the caller's calls)"
+            )),
+            (Method::Mpi, Some(on)) => Ok(on),
+            (Method::Mpi, None) => Ok(cfg.batch_mode == BatchMode::Onesided && mpi_lock.is_none()),
+            _ => Ok(false),
+        };
+        let mpi_progress = if agree(&comm, progress_wanted)? {
+            let sleep = std::time::Duration::from_micros(cfg.progress_sleep_us);
+            Some(agree(&comm, RmaProgress::start(&comm, sleep))?)
+        } else {
+            None
+        };
         let node = Arc::new(NodeMap::with_width(&comm, cfg.node_local, cfg.node_local_width)?);
         let fabric = match method {
             Method::Fabric | Method::Split => Some(Arc::new(Fabric::open(&comm, &fcfg)?)),
@@ -248,6 +270,7 @@ impl Store {
             gpu,
             requests: Requests::default(),
             async_comm,
+            mpi_progress: Mutex::new(mpi_progress),
         })
     }
 
@@ -761,6 +784,10 @@ impl Store {
     /// collective creations happened in.
     pub fn release_mpi(&self) {
         self.drain_requests();
+        // The progress thread calls MPI: it stops before anything is freed.
+        if let Some(mut p) = self.mpi_progress.lock().take() {
+            p.stop();
+        }
         for v in self.vars.write().values_mut() {
             let _ = v.free();
         }
@@ -781,6 +808,9 @@ impl Store {
         self.requests.close();
         // Method 2 core: extras that join from now on learn it is gone.
         let mut first_err = self.withdraw_all().err();
+        if let Some(mut p) = self.mpi_progress.lock().take() {
+            p.stop();
+        }
         if self.fabric.is_some() && mpi::running() {
             if let Err(e) = self.comm.barrier() {
                 first_err.get_or_insert(e);

@@ -243,6 +243,7 @@ impl Store {
             gpu,
             requests: Default::default(),
             async_comm: None,
+            mpi_progress: Mutex::new(None),
         })
     }
 
