@@ -3,5 +3,6 @@
 
 pub mod fabric;
 pub mod local;
+pub mod ranges;
 pub mod rma;
 pub mod split;
