@@ -12,7 +12,11 @@
  * exactly the bytes needed, one byte less, and more. Bad registrations:
  * lengths not summing to the payload, a negative length, a row shape
  * differing on one rank: every rank fails, the message names the variable
- * and the rank. */
+ * and the rank.
+ *
+ * `test_ragged core N` / `test_ragged extra` (run_split_ragged.sh): a
+ * method-2 core job registers layout 0, a separate extra job joins it with
+ * dds_join_ragged and reads every sample back. */
 #include <stdint.h>
 
 #include "common.h"
@@ -20,6 +24,9 @@
 enum { ELEMS = 3 };
 typedef uint32_t elem;
 static const size_t RB = ELEMS * sizeof(elem);
+/* Ranks the samples are spread over: this job's, or the core job's for a
+ * method-2 extra member. */
+static int n_owners;
 
 /* Sample lengths of layout `lay`: rank r holds n_of(lay, r) samples. */
 static int64_t n_of(int lay, int r) {
@@ -31,7 +38,7 @@ static int64_t first_of(int lay, int r) {
   for (int q = 0; q < r; q++) g += n_of(lay, q);
   return g;
 }
-static int64_t total_of(int lay) { return first_of(lay, t_size); }
+static int64_t total_of(int lay) { return first_of(lay, n_owners); }
 /* Length of global sample g: 0 every 4th, one big one (sample 1). */
 static int64_t len_of(int lay, int64_t g) {
   if (g == 1) return lay == 0 ? 4000 : 777;
@@ -249,8 +256,61 @@ static void bad_registrations(dds_store *s) {
   CHECK(dds_remove(s, "fixed"));
 }
 
+/* Method 2 across jobs: the core serves layout 0 until N extras are done. */
+static int run_core(int n_extras) {
+  dds_options o;
+  dds_store *s;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_SPLIT;
+  CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));
+  int64_t n = n_of(0, t_rank), rows;
+  int64_t *lens = malloc(sizeof(int64_t) * (size_t)n);
+  elem *p = payload_of(0, t_rank, &rows, lens);
+  CHECK(dds_add_ragged(s, "graph/x", p, (size_t)rows * RB, lens, n, ELEMS, sizeof(elem)));
+  free(p);
+  free(lens);
+  CHECK(dds_wait_extras(s, n_extras, 120000));
+  CHECK(dds_destroy(s));
+  return t_finish("test_ragged core");
+}
+
+static int run_extra(int n_core) {
+  dds_options o;
+  dds_store *s;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_SPLIT;
+  o.role = DDS_ROLE_EXTRA;
+  o.n_core = n_core;
+  CHECK(dds_create(0, &o, &s));
+  n_owners = n_core;
+  CHECK(dds_join_ragged(s, "graph/x"));
+  EXPECT_ERR(dds_join_ragged(s, "graph/x"), DDS_ERR_DUPLICATE_VARIABLE, "already joined");
+  dds_var_info info;
+  info.struct_size = sizeof info;
+  CHECK(dds_info(s, "graph/x", &info));
+  int64_t total = total_of(0);
+  EXPECT(info.is_ragged == 1 && info.total_samples == total && info.local_samples == 0);
+  int64_t *idx = malloc(sizeof(int64_t) * (size_t)(2 * total));
+  for (int64_t i = 0; i < total; i++) idx[i] = total - 1 - i;
+  read_and_verify(s, "graph/x", 0, idx, total);
+  for (int64_t i = 0; i < 2 * total; i++) idx[i] = (i * 7) % total;
+  read_and_verify(s, "graph/x", 0, idx, 2 * total);
+  int64_t q[1] = {total};
+  elem buf[4];
+  EXPECT_ERR(dds_get_ragged_batch(s, "graph/x", buf, sizeof buf, q, 1, NULL, NULL), DDS_ERR_INDEX_OUT_OF_RANGE,
+             "sample");
+  free(idx);
+  CHECK(dds_extra_done(s));
+  CHECK(dds_destroy(s));
+  return t_finish("test_ragged extra");
+}
+
 int main(int argc, char **argv) {
   t_init(&argc, &argv);
+  n_owners = t_size;
+  const char *role = argc > 1 ? argv[1] : "";
+  if (!strcmp(role, "core")) return run_core(argc > 2 ? atoi(argv[2]) : 1);
+  if (!strcmp(role, "extra")) return run_extra(argc > 2 ? atoi(argv[2]) : 2);
   dds_store *s = t_store(0, 0);
   int collective = t_batch_collective();
   run_layout(s, 0, collective);
