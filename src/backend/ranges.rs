@@ -127,7 +127,7 @@ pub unsafe fn exchange(
         for q in 0..p {
             let (d, c) = (rdispls[q] as usize, rcounts[q] as usize);
             for &[first, rows] in &asked[d..d + c] {
-                if first.checked_add(rows).is_none_or(|end| end > shard_rows) {
+                if first.checked_add(rows).map_or(true, |end| end > shard_rows) {
                     bail!(
                         Internal,
                         "rank {q} asked for rows [{first}, +{rows}) of a payload shard of {shard_rows} rows"

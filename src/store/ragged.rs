@@ -228,7 +228,7 @@ impl Store {
             for (k, (&g, e)) in idx.iter().zip(&entries).enumerate() {
                 let (owner, _) = ix.layout.owner(g);
                 let (lo, hi) = v.layout.shard(owner);
-                if e[0].checked_add(e[1]).is_none_or(|end| end > (hi - lo) as u64) {
+                if e[0].checked_add(e[1]).map_or(true, |end| end > (hi - lo) as u64) {
                     bail!(
                         Internal,
                         "ragged variable '{name}': the index entry of sample {g} (index {k} of the batch) from rank {owner} \
