@@ -1199,3 +1199,9 @@ class ThreadDataLoader(DataLoader):
             self.close()
         except Exception:
             pass
+
+
+# Datasets of samples with ragged fields (graphs): their own module.
+from .torch_ragged import RaggedDataset  # noqa: E402
+
+__all__.append("RaggedDataset")
