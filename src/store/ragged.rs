@@ -15,6 +15,8 @@
 //! (adjacent ones merged), same-node samples are copied, and the method-0
 //! collective mode moves the ranges by `backend::ranges`.
 
+use std::collections::BTreeMap;
+
 use crate::backend::ranges::{self, Range};
 use crate::backend::rma::{GetOp, Scratch};
 use crate::copy::copy_rows;
@@ -31,6 +33,11 @@ pub struct RaggedSpec {
     pub row_elems: i64,
     pub item_size: i32,
 }
+
+/// Most index bytes a one-sided read fetches per sample asked when it reads
+/// an owner's span of index rows in one go (`entries_onesided`); also
+/// bounds the transient buffer.
+const SPAN_BYTES_PER_SAMPLE: usize = 2048;
 
 /// Name of a ragged variable's index in method-2 hand-shake records: a NUL
 /// byte, which no C string can hold, keeps it apart from every user name.
@@ -145,17 +152,87 @@ impl Store {
         let n = local.as_ref().map_or(0, |(_, idx)| idx.len());
         out.resize(n, [0; 2]);
         let dst = out.as_mut_ptr().cast::<u8>();
-        let bytes = n * INDEX_ROW_BYTES as usize;
         let Some(scratch) = scratch else {
             let (ix, idx) = local?;
-            return match &ix.transport {
-                Transport::Rma(r) => self.batch_onesided_rma(ix, r, dst, bytes, idx, None),
-                Transport::Fabric(_) => self.batch_onesided(ix, dst, bytes, idx, None),
-            };
+            return self.entries_onesided(ix, idx, out);
         };
         let (ix, idx, rounds) = self.collective_agree(name, local, scratch)?;
         // SAFETY: out holds idx.len() index rows; scratch is this batch's plan.
         unsafe { self.collective_move(&self.comm, ix, idx.len(), rounds, dst, scratch) }
+    }
+
+    /// One-sided reads of the index rows of samples `idx` into `out`. Per
+    /// owner, when the rows asked span little more than they hold (at most
+    /// `SPAN_BYTES_PER_SAMPLE` per sample asked), the whole span is one read
+    /// instead of one per sample: a read costs far more than its bytes
+    /// until tens of KiB. The spans land after the entries in one buffer, so
+    /// a fabric read needs one destination registration.
+    fn entries_onesided(&self, ix: &Variable, idx: &[i64], out: &mut Vec<[u64; 2]>) -> Result<()> {
+        let n = idx.len();
+        // Per owner: (first, last, count) of the local rows asked.
+        let mut owners: BTreeMap<usize, (i64, i64, usize)> = BTreeMap::new();
+        for &g in idx {
+            let (o, l) = ix.layout.owner(g);
+            let e = owners.entry(o).or_insert((l, l, 0));
+            *e = (e.0.min(l), e.1.max(l), e.2 + 1);
+        }
+        // Owners read as a span: where it starts in `out` (after the n entries).
+        let mut spans: BTreeMap<usize, (i64, usize)> = BTreeMap::new();
+        let mut end = n;
+        for (&o, &(lo, hi, count)) in &owners {
+            let span = (hi - lo + 1) as usize;
+            if ix.near.src(o).is_none() && count > 1 && span * 16 <= count * SPAN_BYTES_PER_SAMPLE {
+                spans.insert(o, (lo, end));
+                end += span;
+            }
+        }
+        out.resize(end, [0; 2]);
+        let base = out.as_mut_ptr().cast::<u8>();
+        let rb = INDEX_ROW_BYTES as usize;
+        let (mut gets, mut fops) = (Vec::new(), Vec::new());
+        let mut push = |owner: usize, offset: u64, at: *mut u8, len: usize| match &ix.transport {
+            Transport::Rma(_) => {
+                if !gets.last_mut().is_some_and(|last: &mut GetOp| last.extend(owner, offset, at, len)) {
+                    gets.push(GetOp { owner, offset, dst: at, len });
+                }
+            }
+            Transport::Fabric(f) => match fops.last_mut() {
+                Some(last) if f.extends(last, owner, offset, at) => last.len += len,
+                _ => fops.push(f.op(owner, offset, at, len)),
+            },
+        };
+        for (&o, &(lo, at)) in &spans {
+            let span = (owners[&o].1 - lo + 1) as usize;
+            // SAFETY: out holds `end` entries; this span's are [at, at + span).
+            push(o, lo as u64 * INDEX_ROW_BYTES, unsafe { base.add(at * rb) }, span * rb);
+        }
+        for (i, &g) in idx.iter().enumerate() {
+            let (o, l) = ix.layout.owner(g);
+            // SAFETY: entry i of out.
+            let at = unsafe { base.add(i * rb) };
+            if let Some(src) = ix.near.src(o) {
+                // SAFETY: row l of the owner's index shard.
+                unsafe { copy_rows(at, src.add(l as usize * rb), rb) };
+            } else if !spans.contains_key(&o) {
+                push(o, l as u64 * INDEX_ROW_BYTES, at, rb);
+            }
+        }
+        match &ix.transport {
+            Transport::Rma(r) if !gets.is_empty() => {
+                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+                r.read_batch(&gets, &mut Vec::new())?;
+            }
+            Transport::Fabric(f) => f.read(&fops, base, end * rb, &ix.counters, self.cfg.profile)?,
+            _ => {}
+        }
+        for (i, &g) in idx.iter().enumerate() {
+            let (o, l) = ix.layout.owner(g);
+            if let Some(&(lo, at)) = spans.get(&o) {
+                out[i] = out[at + (l - lo) as usize];
+            }
+        }
+        out.truncate(n);
+        Ok(())
     }
 
     /// Row counts of samples `indices` into `lengths` (same length).
@@ -251,14 +328,14 @@ impl Store {
             }
             Ok(rows)
         })();
-        let rows = if collective { agree(&self.comm, checked)? } else { checked? };
         let mut t = crate::profile::Timer::start(self.cfg.profile);
-        let direct = if collective {
-            // SAFETY: dst holds `rows` rows (checked above, on every rank).
-            unsafe { self.ragged_collective(v, idx, &entries, dst)? }
+        let (rows, direct) = if collective {
+            // SAFETY: dst holds the checked rows once every rank agreed.
+            unsafe { self.ragged_collective(v, idx, &entries, checked, dst)? }
         } else {
-            // SAFETY: as above.
-            unsafe { self.ragged_onesided(v, idx, &entries, dst, dst_bytes)? }
+            let rows = checked?;
+            // SAFETY: dst holds `rows` rows (checked above).
+            (rows, unsafe { self.ragged_onesided(v, idx, &entries, dst, dst_bytes)? })
         };
         t.lap(&v.counters.read_ns);
         if !idx.is_empty() {
@@ -330,15 +407,24 @@ impl Store {
     }
 
     /// Method-0 collective payload moves: same-node samples copied, the
-    /// others by the agreed rounds of `backend::ranges`. Returns the rows
-    /// copied directly.
+    /// others by the agreed rounds of `backend::ranges`. `checked` is this
+    /// rank's destination check (its rows); one all-reduce agrees on it, on
+    /// samples too long for a round, and on the number of rounds, before
+    /// any byte moves. Returns (rows, rows copied directly).
     ///
     /// # Safety
-    /// `dst` holds the samples' rows (`entries`, checked on every rank).
-    unsafe fn ragged_collective(&self, v: &Variable, idx: &[i64], entries: &[[u64; 2]], dst: *mut u8) -> Result<u64> {
+    /// When `checked` is Ok, `dst` holds the samples' rows (`entries`).
+    unsafe fn ragged_collective(
+        &self,
+        v: &Variable,
+        idx: &[i64],
+        entries: &[[u64; 2]],
+        checked: Result<u64>,
+        dst: *mut u8,
+    ) -> Result<(u64, u64)> {
         let ix = index_of(v)?;
         let rb = v.row_bytes;
-        let (mut at, mut direct) = (0usize, 0u64);
+        let (mut at, mut direct) = (0usize, Vec::new());
         let mut travel = Vec::new();
         for (&g, &[first, rows]) in idx.iter().zip(entries) {
             let len = (rows * rb) as usize;
@@ -346,31 +432,40 @@ impl Store {
                 continue;
             }
             let (owner, _) = ix.layout.owner(g);
-            if let Some(base) = v.near.src(owner) {
-                // SAFETY: inside the owner's shard and the destination (checked).
-                unsafe { copy_rows(dst.add(at), base.add((first * rb) as usize), len) };
-                direct += rows;
-            } else {
-                travel.push(Range { owner: owner as u32, first, rows, at });
+            match v.near.src(owner) {
+                Some(base) => direct.push((at, base as usize + (first * rb) as usize, len)),
+                None => travel.push(Range { owner: owner as u32, first, rows, at }),
             }
             at += len;
         }
-        let p = self.comm.size();
-        let starts = ranges::round_starts(&travel, rb, self.cfg.alltoall_max_bytes, p);
-        let n = starts.as_ref().map_or(0, |s| s.len() as i64);
-        // One agreement: a sample too long for a round on any rank, and the
-        // most rounds any rank needs.
-        let starts = agree(&self.comm, starts)?;
-        let mut most = [n];
-        self.comm.allreduce_max(&mut most)?;
-        if most[0] > 0 {
+        let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
+        let local = checked.and_then(|rows| {
+            let starts = ranges::round_starts(&travel, rb, self.cfg.alltoall_max_bytes, p as usize)?;
+            Ok((rows, starts))
+        });
+        let n = local.as_ref().map_or(0, |(_, s)| s.len() as i64);
+        let mut flags = [if local.is_err() { me } else { p }, -n];
+        self.comm.allreduce_min(&mut flags)?;
+        if flags[0] < p {
+            agree(&self.comm, local)?;
+            bail!(Internal, "dds_get_ragged_batch: ranks disagree on the outcome of the destination check");
+        }
+        let (rows, starts) = local?;
+        let mut copied = 0u64;
+        for &(to, from, len) in &direct {
+            // SAFETY: inside the owner's shard (entries checked) and the destination (the caller's promise).
+            unsafe { copy_rows(dst.add(to), from as *const u8, len) };
+            copied += len as u64 / rb;
+        }
+        let rounds = -flags[1];
+        if rounds > 0 {
             let (lo, hi) = v.layout.shard(self.comm.rank());
             // SAFETY: every range's destination lies inside dst (above).
             let tr = unsafe {
-                ranges::exchange(&self.comm, &v.shard, (hi - lo) as u64, rb, &travel, &starts, most[0] as usize, dst)?
+                ranges::exchange(&self.comm, &v.shard, (hi - lo) as u64, rb, &travel, &starts, rounds as usize, dst)?
             };
             v.counters.requests(tr.sent, tr.recv);
         }
-        Ok(direct)
+        Ok((rows, copied))
     }
 }
