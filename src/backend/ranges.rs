@@ -7,12 +7,17 @@
 //! sides can size every message: per round one `MPI_Alltoall` of range
 //! counts, one `MPI_Alltoallv` of the ranges (16 bytes each, to their owners
 //! only), then one `MPI_Alltoallv` of the rows, packed by the owner in the
-//! order asked and put in place by the requester. Rounds bound what a rank
+//! order asked and put in place by the requester. Samples of at least
+//! `SENDRECV_MIN_ROW_BYTES` (or all, or none, as `DDSTORE_BATCH_EXCHANGE`
+//! says) travel instead as one message each, from the owner's shard straight
+//! into the destination, as large fixed rows do: both sides know every
+//! sample's size, so both pick the same way. Rounds bound what a rank
 //! receives to `cap` bytes (at least one sample per round); the number of
 //! rounds is agreed by the caller.
 
 use std::os::raw::c_int;
 
+use crate::backend::rma::{Exchange, SENDRECV_MIN_ROW_BYTES};
 use crate::copy::copy_rows;
 use crate::error::{bail, Result};
 use crate::mpi::{exclusive_prefix, Comm, Datatype};
@@ -78,9 +83,17 @@ pub unsafe fn exchange(
     ranges: &[Range],
     starts: &[usize],
     rounds: usize,
+    mode: Exchange,
     dst: *mut u8,
 ) -> Result<Traffic> {
     let p = comm.size();
+    // Whether a sample of `rows` rows travels as a message of its own.
+    let alone = |rows: u64| match mode {
+        Exchange::Auto => rows * row_bytes >= SENDRECV_MIN_ROW_BYTES,
+        Exchange::SendRecv => true,
+        Exchange::Alltoallv => false,
+    };
+    let mut reqs = Vec::new();
     let rb = row_bytes as usize;
     let dtype = Datatype::row(row_bytes)?;
     let pair = Datatype::row(16)?;
@@ -98,7 +111,9 @@ pub unsafe fn exchange(
         let mut srows = vec![0 as c_int; p];
         for r in mine {
             scounts[r.owner as usize] += 1;
-            srows[r.owner as usize] += r.rows as c_int;
+            if !alone(r.rows) {
+                srows[r.owner as usize] += r.rows as c_int;
+            }
         }
         let sdispls = exclusive_prefix(&scounts);
         let mut cursor = sdispls.clone();
@@ -133,14 +148,36 @@ pub unsafe fn exchange(
                         "rank {q} asked for rows [{first}, +{rows}) of a payload shard of {shard_rows} rows"
                     );
                 }
-                rrows[q] += rows as c_int;
+                if !alone(rows) {
+                    rrows[q] += rows as c_int;
+                }
+            }
+        }
+        // Large samples: receives first (fewer unexpected messages), then
+        // the sends; both sides walk the ranges in the order `sent` lists
+        // them, which is the order MPI matches messages between two ranks.
+        for &j in perm.iter() {
+            let r = &mine[j];
+            if alone(r.rows) {
+                // SAFETY: the caller's promise for the destination.
+                reqs.push(comm.irecv_n(unsafe { dst.add(r.at) }, r.rows as c_int, &dtype, r.owner as usize)?);
+            }
+        }
+        for q in 0..p {
+            let (d, c) = (rdispls[q] as usize, rcounts[q] as usize);
+            for &[first, rows] in &asked[d..d + c] {
+                if alone(rows) {
+                    // SAFETY: inside this rank's shard (checked above).
+                    let from = unsafe { shard.as_ptr().add(first as usize * rb) };
+                    comm.isend_n(from, rows as c_int, &dtype, q, &mut reqs)?;
+                }
             }
         }
         let total_out: usize = rrows.iter().map(|&c| c as usize).sum();
         send.clear();
         send.reserve(total_out * rb);
         let mut w = 0usize;
-        for &[first, rows] in asked.iter() {
+        for &[first, rows] in asked.iter().filter(|a| !alone(a[1])) {
             let n = rows as usize * rb;
             // SAFETY: the range is inside this rank's shard (checked above);
             // send has room for every asked row.
@@ -165,12 +202,16 @@ pub unsafe fn exchange(
         let mut from = 0usize;
         for &j in perm.iter() {
             let r = &mine[j];
+            if alone(r.rows) {
+                continue;
+            }
             let n = r.rows as usize * rb;
             // SAFETY: recv holds total_in rows written by MPI; the caller's
             // promise for the destination.
             unsafe { copy_rows(dst.add(r.at), recv.as_ptr().add(from), n) };
             from += n;
         }
+        Comm::waitall(&mut reqs)?;
     }
     Ok(t)
 }

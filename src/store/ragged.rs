@@ -462,7 +462,17 @@ impl Store {
             let (lo, hi) = v.layout.shard(self.comm.rank());
             // SAFETY: every range's destination lies inside dst (above).
             let tr = unsafe {
-                ranges::exchange(&self.comm, &v.shard, (hi - lo) as u64, rb, &travel, &starts, rounds as usize, dst)?
+                ranges::exchange(
+                    &self.comm,
+                    &v.shard,
+                    (hi - lo) as u64,
+                    rb,
+                    &travel,
+                    &starts,
+                    rounds as usize,
+                    self.cfg.batch_exchange,
+                    dst,
+                )?
             };
             v.counters.requests(tr.sent, tr.recv);
         }
