@@ -256,6 +256,29 @@ static void bad_registrations(dds_store *s) {
   CHECK(dds_remove(s, "fixed"));
 }
 
+/* The example of docs/ragged.md and docs/c-api.md, run and checked. */
+static void doc_example(dds_store *s) {
+  // [snippet:c-ragged]
+  /* This rank's 3 samples: 2 rows, 0 rows and 1 row of 4 floats, back to back. */
+  int64_t lengths[3] = {2, 0, 1};
+  float x[3 * 4];
+  for (int k = 0; k < 12; k++) x[k] = (float)(100 * t_rank + k);
+  CHECK(dds_add_ragged(s, "graph/x", x, sizeof x, lengths, 3, 4, sizeof(float)));
+
+  int64_t want[3] = {0, 3 * t_size - 1, 0}, len[3]; /* any samples, any order, repeats */
+  float buf[5 * 4];
+  size_t got;
+  CHECK(dds_get_ragged_batch(s, "graph/x", buf, sizeof buf, want, 3, len, &got));
+  /* buf: sample 0 (2 rows), the last sample (1 row), sample 0 again; len = {2, 1, 2} */
+  // [end-snippet]
+  EXPECT(len[0] == 2 && len[1] == 1 && len[2] == 2 && got == sizeof buf);
+  int ok = 1;
+  for (int k = 0; k < 8; k++) ok &= buf[k] == (float)k && buf[12 + k] == (float)k;
+  for (int k = 0; k < 4; k++) ok &= buf[8 + k] == (float)(100 * (t_size - 1) + 8 + k);
+  EXPECT(ok);
+  CHECK(dds_remove(s, "graph/x"));
+}
+
 /* Method 2 across jobs: the core serves layout 0 until N extras are done. */
 static int run_core(int n_extras) {
   dds_options o;
@@ -316,6 +339,7 @@ int main(int argc, char **argv) {
   run_layout(s, 0, collective);
   run_layout(s, 1, collective);
   bad_registrations(s);
+  doc_example(s);
   CHECK(dds_destroy(s));
   return t_finish("test_ragged");
 }

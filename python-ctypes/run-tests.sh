@@ -67,6 +67,9 @@ for m in $methods; do
     run "overlap.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/overlap.py
 done
 
+# [docs] The ragged-variable examples (docs/ragged.md).
+run "ragged_quickstart.py, 2 ranks" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/ragged_quickstart.py
+
 # [docs] The Python quick start (docs/quickstart-python.md), run as the page says.
 run "quickstart.py, 4 ranks" "$MPIEXEC" -n 4 "$PYTHON" -m mpi4py tests/scripts/quickstart.py
 
