@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import pyddstore as dds
 from helpers import METHODS, RankChecks, make_store
 
-SETTINGS = dict(derandomize=True, database=None, deadline=None, print_blob=False, max_examples=40,
+SETTINGS = dict(derandomize=True, database=None, deadline=None, print_blob=False, max_examples=20,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 CASES = [(m, mode) for m in METHODS for mode in ((None, "onesided") if m == 0 else (None,))]
