@@ -208,6 +208,7 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	  mpiexec -n 2 $(BUILD)/capi-tests/bench --mem $$mode --mem-node-local $$nl \
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --overlap --out $(BUILD)/bench/results.jsonl --append
+	mpiexec -n 2 $(BUILD)/capi-tests/bench --ragged --out $(BUILD)/bench/results.jsonl --append
 	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/bench.py \
 	    --out $(BUILD)/bench/python.jsonl $(PY_BENCH_ARGS)

@@ -9,6 +9,7 @@
  *   mpiexec -n 2 bench --mem add|chunked [--mem-mib MIB] [--chunk-mib MIB] [--mem-node-local 0|1]
  *                      [--out FILE --append]
  *   mpiexec -n 2 bench --overlap [--sizes B,B,...] [--out FILE --append]   (bench_overlap.c)
+ *   mpiexec -n 2 bench --ragged [--out FILE --append]                      (bench_ragged.c)
  *
  * Every rank runs the same configuration at the same time (symmetric load, as
  * in a data-parallel training step) and reads uniformly random global rows of
@@ -957,7 +958,8 @@ static void usage(void) {
           "             [--paths store,memcpy,mpi-get-lock,...] [--methods mpi,fabric:shm,...] [--dests reused,...]\n"
           "             [--max-noise PCT] [--retries N]\n"
           "       bench --mem add|chunked [--mem-mib MIB] [--chunk-mib MIB] [--mem-node-local 0|1] [--out FILE] [--append]\n"
-          "       bench --overlap [--sizes B,B,...] [--out FILE] [--append]\n");
+          "       bench --overlap [--sizes B,B,...] [--out FILE] [--append]\n"
+          "       bench --ragged [--out FILE] [--append]\n");
 }
 
 static int parse(int argc, char **argv) {
@@ -993,6 +995,7 @@ static int parse(int argc, char **argv) {
     else if (!strcmp(a, "--max-batch-mib")) { NEEDV; o->max_batch_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--mem")) { NEEDV; o->mem_mode = v; }
     else if (!strcmp(a, "--overlap")) o->overlap = 1;
+    else if (!strcmp(a, "--ragged")) o->ragged = 1;
     else if (!strcmp(a, "--mem-mib")) { NEEDV; o->mem_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--chunk-mib")) { NEEDV; o->chunk_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--max-noise")) { NEEDV; o->max_noise = atof(v) / 100; }
@@ -1096,8 +1099,8 @@ int main(int argc, char **argv) {
   snprintf(g_hs_dir, sizeof g_hs_dir, "%s", g_opt.out_path);
   char *slash = strrchr(g_hs_dir, '/');
   snprintf(slash ? slash + 1 : g_hs_dir, sizeof g_hs_dir - (size_t)(slash ? slash + 1 - g_hs_dir : 0), "ddstore_hs");
-  if (g_opt.mem_mode || g_opt.overlap) {
-    int rc = g_opt.mem_mode ? mem_check(g_out) : overlap_check(g_out);
+  if (g_opt.mem_mode || g_opt.overlap || g_opt.ragged) {
+    int rc = g_opt.mem_mode ? mem_check(g_out) : g_opt.ragged ? ragged_check(g_out) : overlap_check(g_out);
     if (g_out) fclose(g_out);
     MPI_Finalize();
     return rc;

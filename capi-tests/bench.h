@@ -43,6 +43,7 @@ typedef struct {
   int append;
   const char *mem_mode; /* NULL (timing run), "add" or "chunked" */
   int overlap;          /* 1: the training-loop figure instead (bench_overlap.c) */
+  int ragged;           /* 1: the ragged-variable figures instead (bench_ragged.c) */
   int64_t mem_bytes;    /* shard of the memory check */
   int64_t chunk_bytes;  /* chunk of the chunked memory check */
   double max_noise;      /* retry a group when other processes took more of the CPUs */
@@ -153,5 +154,7 @@ void floor_fi_read_pipelined(bench_ctx *c, void *state, int64_t cursor, int batc
 int mem_check(FILE *out);
 /* bench_overlap.c: the training-loop figure (--overlap). */
 int overlap_check(FILE *out);
+/* bench_ragged.c: ragged batches against fixed rows, and metadata per rank (--ragged). */
+int ragged_check(FILE *out);
 
 #endif

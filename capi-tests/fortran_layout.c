@@ -20,6 +20,8 @@ int32_t dds_test_c_layout(int64_t *out, int32_t cap) {
       offsetof(dds_var_info, row_bytes), offsetof(dds_var_info, method), offsetof(dds_var_info, n_ranks),
       offsetof(dds_var_info, transport), sizeof(((dds_var_info *)0)->transport),
       offsetof(dds_var_info, node_local), offsetof(dds_var_info, node_ranks),
+      offsetof(dds_var_info, is_ragged), offsetof(dds_var_info, total_samples),
+      offsetof(dds_var_info, local_samples), offsetof(dds_var_info, total_items),
       /* dds_counters */
       sizeof(dds_counters), offsetof(dds_counters, struct_size), offsetof(dds_counters, profiling),
       offsetof(dds_counters, calls), offsetof(dds_counters, rows), offsetof(dds_counters, bytes),

@@ -335,6 +335,46 @@ void test_requests() {
 
 }  // namespace
 
+// Ragged variables: rank r holds r + 2 samples of r + i rows (0 included)
+// of 3 doubles; every sample read back in reverse order, with repeats.
+void test_ragged() {
+  ddstore::Store s(MPI_COMM_WORLD);
+  auto value = [](int64_t g, int64_t k) { return static_cast<double>(g * 1000 + k); };
+  std::vector<int64_t> lengths;
+  std::vector<double> data;
+  int64_t first = 0;
+  for (int q = 0; q < rank; q++) first += q + 2;
+  for (int i = 0; i < rank + 2; i++) {
+    lengths.push_back(i == 0 ? 0 : rank + i);
+    for (int64_t k = 0; k < lengths.back() * 3; k++) data.push_back(value(first + i, k));
+  }
+  s.add_ragged("rag", data, lengths, 3);
+  int64_t total = 0;
+  for (int q = 0; q < nranks; q++) total += q + 2;
+  std::vector<int64_t> idx;
+  for (int64_t g = total - 1; g >= 0; g--) idx.push_back(g);
+  idx.push_back(1);
+  idx.push_back(1);
+  std::vector<double> out;
+  std::vector<int64_t> lens = s.get_ragged_batch("rag", out, idx);
+  EXPECT(lens.size() == idx.size());
+  bool ok = true;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < idx.size(); i++)
+    for (int64_t k = 0; k < lens[i] * 3; k++) ok = ok && at < out.size() && out[at++] == value(idx[i], k);
+  EXPECT(ok && at == out.size());
+  // Wrong item type: refused on every rank (collective in method 0).
+  std::vector<float> wrong;
+  expect_error([&] { s.get_ragged_batch("rag", wrong, idx); }, DDS_ERR_MISMATCH, "rag", __LINE__);
+  // A destination one byte short names the bytes needed.
+  int64_t one[1] = {1};
+  std::vector<char> small(s.ragged_lengths("rag", {1})[0] * 24 + 1);
+  std::size_t need = small.size() - 1;
+  expect_error([&] { s.get_ragged_batch_raw("rag", small.data(), need - 1, one, 1, nullptr); }, DDS_ERR_MISMATCH,
+               (std::to_string(need) + " bytes are needed").c_str(), __LINE__);
+  EXPECT(s.get_ragged_batch_raw("rag", small.data(), small.size(), one, 1, nullptr) == need);
+}
+
 int main(int argc, char** argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -348,6 +388,7 @@ int main(int argc, char** argv) {
     test_errors();
     test_moves();
     test_profile();
+    test_ragged();
     test_requests();
   } catch (const ddstore::Error& e) {
     std::fprintf(stderr, "rank %d: unexpected %s: %s\n", rank, e.status_name(), e.what());

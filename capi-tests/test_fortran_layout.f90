@@ -52,6 +52,10 @@ program test_fortran_layout
   call fact('sizeof(dds_var_info.transport)', int(size(v%transport), c_int64_t))
   call fact('dds_var_info.node_local', off(c_loc(v%node_local), c_loc(v)))
   call fact('dds_var_info.node_ranks', off(c_loc(v%node_ranks), c_loc(v)))
+  call fact('dds_var_info.is_ragged', off(c_loc(v%is_ragged), c_loc(v)))
+  call fact('dds_var_info.total_samples', off(c_loc(v%total_samples), c_loc(v)))
+  call fact('dds_var_info.local_samples', off(c_loc(v%local_samples), c_loc(v)))
+  call fact('dds_var_info.total_items', off(c_loc(v%total_items), c_loc(v)))
 
   call fact('sizeof(dds_counters)', int(c_sizeof(c), c_int64_t))
   call fact('dds_counters.struct_size', off(c_loc(c%struct_size), c_loc(c)))

@@ -72,6 +72,9 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_CALL_EPOCH_BEGIN = 4
   integer(c_int32_t), parameter, public :: DDS_CALL_EPOCH_END = 5
   integer(c_int32_t), parameter, public :: DDS_CALL_WAIT_EXTRAS = 6
+  integer(c_int32_t), parameter, public :: DDS_CALL_ADD_RAGGED = 7
+  integer(c_int32_t), parameter, public :: DDS_CALL_GET_RAGGED_BATCH = 8
+  integer(c_int32_t), parameter, public :: DDS_CALL_RAGGED_LENGTHS = 9
   integer(c_int32_t), parameter, public :: DDS_GPU_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
   integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
@@ -118,6 +121,10 @@ module ddstore
     integer(c_int32_t) :: node_local = 0
     integer(c_int32_t) :: node_ranks = 0
     integer(c_int32_t) :: device_path = 0
+    integer(c_int32_t) :: is_ragged = 0
+    integer(c_int64_t) :: total_samples = 0
+    integer(c_int64_t) :: local_samples = 0
+    integer(c_int64_t) :: total_items = 0
   end type c_dds_var_info
 
   type, bind(C), public :: c_dds_counters
@@ -191,6 +198,7 @@ module ddstore
   public :: c_dds_get_stream, c_dds_get_batch_stream, c_dds_pointer_kind, c_dds_gpu_available
   public :: c_dds_fail_collective
   public :: c_dds_get_batch_start, c_dds_request_test, c_dds_request_wait, c_dds_request_free
+  public :: c_dds_add_ragged, c_dds_ragged_lengths, c_dds_get_ragged_batch, c_dds_join_ragged
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -379,6 +387,50 @@ module ddstore
       integer(c_int) :: st
     end function c_dds_request_free
 
+    ! Ragged variables (docs/ragged.md): samples of lengths(i) rows each.
+    function c_dds_add_ragged(store, name, data, data_bytes, lengths, n_samples, row_elems, item_size) &
+        bind(C, name="dds_add_ragged") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t, c_int32_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: data_bytes
+      type(c_ptr), value :: lengths
+      integer(c_int64_t), value :: n_samples, row_elems
+      integer(c_int32_t), value :: item_size
+      integer(c_int) :: st
+    end function c_dds_add_ragged
+
+    function c_dds_ragged_lengths(store, name, indices, n, lengths) bind(C, name="dds_ragged_lengths") result(st)
+      import :: c_int, c_ptr, c_char, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: indices
+      integer(c_int64_t), value :: n
+      type(c_ptr), value :: lengths
+      integer(c_int) :: st
+    end function c_dds_ragged_lengths
+
+    function c_dds_get_ragged_batch(store, name, dst, dst_bytes, indices, n, lengths, bytes_read) &
+        bind(C, name="dds_get_ragged_batch") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: dst
+      integer(c_size_t), value :: dst_bytes
+      type(c_ptr), value :: indices
+      integer(c_int64_t), value :: n
+      type(c_ptr), value :: lengths, bytes_read
+      integer(c_int) :: st
+    end function c_dds_get_ragged_batch
+
+    function c_dds_join_ragged(store, name) bind(C, name="dds_join_ragged") result(st)
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int) :: st
+    end function c_dds_join_ragged
+
     ! Takes part in collective `call` (DDS_CALL_*) with this rank's failure.
     function c_dds_fail_collective(store, call, name, status, message) &
         bind(C, name="dds_fail_collective") result(st)
@@ -463,6 +515,15 @@ module ddstore
   public :: dds_init, dds_add, dds_update, dds_get, dds_get_batch
   public :: dds_register_recv, dds_unregister_recv, dds_info, dds_profile
   public :: dds_version, dds_status_string, dds_last_error_message
+  ! Ragged variables: real(c_double) samples, rows of size(a, 1) values;
+  ! sample numbers are 1-based, as rows are.
+  public :: dds_add_ragged, dds_get_ragged_batch
+  interface dds_add_ragged
+    module procedure add_ragged_r8_2d
+  end interface dds_add_ragged
+  interface dds_get_ragged_batch
+    module procedure get_ragged_batch_r8_2d
+  end interface dds_get_ragged_batch
 
   ! Generic interfaces: one specific per array type and rank (see the end of
   ! the module); they differ only in the declaration of the array.
@@ -1201,6 +1262,74 @@ contains
     elems = size(a, 1, c_int64_t)
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_r8_2d
+
+  ! ---- ragged variables ----
+  ! Registers this rank's samples: a(:, j) is one row; sample i is the next
+  ! lengths(i) rows. Collective.
+  subroutine add_ragged_r8_2d(store, name, a, lengths, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    real(c_double), contiguous, target, intent(in) :: a(:, :)
+    integer(c_int64_t), contiguous, target, intent(in) :: lengths(:)
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p, pl
+    p = c_null_ptr
+    pl = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    if (size(lengths) > 0) pl = c_loc(lengths)
+    call finish(c_dds_add_ragged(store%handle, c_chars(name), p, nbytes(size(a, kind=c_int64_t), 8), pl, &
+                                 size(lengths, kind=c_int64_t), size(a, 1, c_int64_t), 8_c_int32_t), status)
+  end subroutine add_ragged_r8_2d
+
+  ! Reads samples(:) (1-based, any order, repeats) back to back into a
+  ! (allocated here: rows of the variable's width) and their lengths.
+  ! Collective when dds_get_batch is (the lengths, then the rows).
+  subroutine get_ragged_batch_r8_2d(store, name, samples, a, lengths, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int64_t), intent(in) :: samples(:)
+    real(c_double), allocatable, target, intent(out) :: a(:, :)
+    integer(c_int64_t), allocatable, target, intent(out) :: lengths(:)
+    integer, intent(out), optional :: status
+    integer(c_int64_t), allocatable, target :: idx(:)
+    type(c_dds_var_info) :: info
+    type(c_ptr) :: pidx, plen, p
+    integer(c_int64_t) :: n
+    integer(c_int) :: st
+    n = size(samples, kind=c_int64_t)
+    allocate(idx(n), lengths(n))
+    idx(:) = samples - 1_c_int64_t
+    pidx = c_null_ptr
+    plen = c_null_ptr
+    if (n > 0) then
+      pidx = c_loc(idx)
+      plen = c_loc(lengths)
+    end if
+    st = c_dds_ragged_lengths(store%handle, c_chars(name), pidx, n, plen)
+    if (st /= DDS_OK) then
+      allocate(a(0, 0))
+      call finish(st, status)
+      return
+    end if
+    info%struct_size = int(c_sizeof(info), c_int32_t)
+    st = c_dds_info(store%handle, c_chars(name), info)
+    if (st == DDS_OK .and. info%item_size /= 8) then
+      allocate(a(0, 0))
+      st = c_dds_fail_collective(store%handle, DDS_CALL_GET_RAGGED_BATCH, c_chars(name), &
+                                 int(DDS_ERR_MISMATCH, c_int32_t), &
+                                 c_chars("dds_get_ragged_batch: '" // trim(name) // "' holds " // &
+                                         itoa(int(info%item_size, c_int64_t)) // &
+                                         "-byte items, not real(c_double)"))
+      call finish(st, status)
+      return
+    end if
+    allocate(a(info%row_elems, sum(lengths)))
+    p = c_null_ptr
+    if (size(a) > 0) p = c_loc(a)
+    st = c_dds_get_ragged_batch(store%handle, c_chars(name), p, nbytes(size(a, kind=c_int64_t), 8), pidx, n, &
+                                plen, c_null_ptr)
+    call finish(st, status)
+  end subroutine get_ragged_batch_r8_2d
 
   ! ---- dds_update ----
   subroutine update_i1_1d(store, name, a, local_row, status)

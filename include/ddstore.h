@@ -60,6 +60,17 @@
 // `dds_fail_collective`: the call is `dds_wait_extras`.
 #define DDS_CALL_WAIT_EXTRAS 6
 
+// `dds_fail_collective`: the call is `dds_add_ragged`.
+#define DDS_CALL_ADD_RAGGED 7
+
+// `dds_fail_collective`: the call is `dds_get_ragged_batch` or
+// `dds_get_ragged` (collective in the method-0 collective batch mode).
+#define DDS_CALL_GET_RAGGED_BATCH 8
+
+// `dds_fail_collective`: the call is `dds_ragged_lengths` (collective in
+// the method-0 collective batch mode).
+#define DDS_CALL_RAGGED_LENGTHS 9
+
 // `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 #define DDS_GPU_ENV -1
 
@@ -215,6 +226,18 @@ typedef struct dds_var_info {
   int32_t node_ranks;
   // How rows reach device destinations: `DDS_PATH_*`. (Added in 0.2.)
   int32_t device_path;
+  // 1 for a ragged variable (`dds_add_ragged`): its rows are the
+  // samples' rows back to back, `total_rows` and `local_rows` count
+  // rows, the fields below count samples. 0 for fixed rows. (Added in
+  // 0.4; older callers pass a smaller `struct_size` and do not receive
+  // it or the fields below.)
+  int32_t is_ragged;
+  // Ragged: samples of the whole variable (fixed rows: `total_rows`).
+  int64_t total_samples;
+  // Ragged: samples held by the calling rank (fixed rows: `local_rows`).
+  int64_t local_samples;
+  // Ragged: rows of all samples together (the same as `total_rows`).
+  int64_t total_items;
 } dds_var_info;
 
 // Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and
@@ -650,6 +673,82 @@ enum dds_status dds_request_wait(struct dds_request *req);
 // then), discards its status and releases it. `dds_request_free(NULL)` does
 // nothing. Errors: DDS_ERR_BAD_STATE (already waited for or freed).
 enum dds_status dds_request_free(struct dds_request *req);
+
+// Registers ragged variable `name` from this rank's `n_samples` samples:
+// `data` holds their rows back to back (`data_bytes` bytes), `lengths[i]`
+// is sample i's row count (0 allowed), each row `row_elems` elements of
+// `item_size` bytes (1, 2, 4 or 8). Samples are numbered globally in rank
+// order. A rank may hold no samples. Data is copied. Each rank keeps the
+// offsets of its own samples only (16 bytes per local sample).
+//
+// Collective. Not concurrent with reads of the same store. Errors (on every
+// rank together, naming the variable and rank): DDS_ERR_INVALID_ARGUMENT
+// (bad name, negative length, bad row shape, NULL pointers with non-zero
+// sizes), DDS_ERR_MISMATCH (lengths not summing to `data_bytes`, row shape
+// differing across ranks), DDS_ERR_DUPLICATE_VARIABLE, DDS_ERR_NO_MEMORY,
+// DDS_ERR_MPI / DDS_ERR_FABRIC.
+enum dds_status dds_add_ragged(struct dds_store *store,
+                               const char *name,
+                               const void *data,
+                               size_t data_bytes,
+                               const int64_t *lengths,
+                               int64_t n_samples,
+                               int64_t row_elems,
+                               int32_t item_size);
+
+// Writes the lengths (row counts) of the `n` samples `indices` of ragged
+// variable `name` into `lengths` (`n` entries), e.g. to size a buffer.
+// Any order, repeats allowed.
+//
+// Collective in the method-0 collective batch mode (as `dds_get_batch`),
+// else one-sided and thread-safe. Errors: DDS_ERR_UNKNOWN_VARIABLE,
+// DDS_ERR_INDEX_OUT_OF_RANGE (naming the index and sample),
+// DDS_ERR_INVALID_ARGUMENT (not ragged, NULL pointers, negative `n`),
+// transport errors.
+enum dds_status dds_ragged_lengths(struct dds_store *store,
+                                   const char *name,
+                                   const int64_t *indices,
+                                   int64_t n,
+                                   int64_t *lengths);
+
+// Reads the `n` samples `indices` of ragged variable `name` (any order, any
+// owners, repeats allowed, `n` may be 0) back to back into `dst`, and
+// their lengths into `lengths` (`n` entries; may be NULL). `dst_bytes` must
+// be at least the samples' bytes; `*bytes_read` (may be NULL) receives
+// what was written. Every index is checked before any byte moves.
+//
+// Collective in the method-0 collective batch mode (every rank calls, the
+// same number of times, from one thread; errors on any rank fail every
+// rank), else one-sided and thread-safe. `dst` must be host memory.
+//
+// Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INDEX_OUT_OF_RANGE (naming the
+// index and sample), DDS_ERR_MISMATCH (`dst_bytes` too small; the message
+// names the bytes needed), DDS_ERR_INVALID_ARGUMENT (not ragged, NULL
+// pointers, negative `n`), DDS_ERR_UNSUPPORTED (device `dst`), transport
+// errors.
+enum dds_status dds_get_ragged_batch(struct dds_store *store,
+                                     const char *name,
+                                     void *dst,
+                                     size_t dst_bytes,
+                                     const int64_t *indices,
+                                     int64_t n,
+                                     int64_t *lengths,
+                                     size_t *bytes_read);
+
+// Reads sample `sample` of ragged variable `name` into `dst` and its length
+// into `*length` (may be NULL): `dds_get_ragged_batch` with one index,
+// collective when that is.
+enum dds_status dds_get_ragged(struct dds_store *store,
+                               const char *name,
+                               void *dst,
+                               size_t dst_bytes,
+                               int64_t sample,
+                               int64_t *length);
+
+// Method 2 extra member: `dds_join` for a ragged variable (its rows and
+// its per-sample index, both published by the core job's `dds_add_ragged`).
+// Local. Errors: as `dds_join`.
+enum dds_status dds_join_ragged(struct dds_store *store, const char *name);
 
 #ifdef __cplusplus
 }  // extern "C"

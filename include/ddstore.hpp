@@ -390,6 +390,54 @@ class Store {
     return Request(r);
   }
 
+  // Ragged variables (docs/ragged.md). Registers this rank's samples:
+  // sample i is lengths[i] rows of `elems` items of T, all rows back to back
+  // in `data`. Collective.
+  template <class T>
+  void add_ragged(const std::string& name, const std::vector<T>& data, const std::vector<int64_t>& lengths,
+                  int64_t elems) {
+    detail::check_item_type<T>();
+    detail::check(dds_add_ragged(h_, collective_name(DDS_CALL_ADD_RAGGED, name), data.data(),
+                                 data.size() * sizeof(T), lengths.data(), static_cast<int64_t>(lengths.size()), elems,
+                                 static_cast<int32_t>(sizeof(T))));
+  }
+
+  // Lengths (rows) of samples idx. Collective when get_batch is.
+  std::vector<int64_t> ragged_lengths(const std::string& name, const std::vector<int64_t>& idx) {
+    std::vector<int64_t> lengths(idx.size());
+    detail::check(dds_ragged_lengths(h_, collective_name(DDS_CALL_RAGGED_LENGTHS, name), idx.data(),
+                                     static_cast<int64_t>(idx.size()), lengths.data()));
+    return lengths;
+  }
+
+  // Reads samples idx (any order, repeats) back to back into dst, resized to
+  // their items; returns their lengths. Collective when get_batch is (two
+  // collective calls: the lengths, then the rows).
+  template <class T>
+  std::vector<int64_t> get_ragged_batch(const std::string& name, std::vector<T>& dst, const std::vector<int64_t>& idx) {
+    static_assert(!std::is_const_v<T>, "ddstore: get_ragged_batch needs a writable destination");
+    std::vector<int64_t> lengths = ragged_lengths(name, idx);
+    std::optional<Error> err;
+    VarInfo v = try_typed_info<T>(name, "dds_get_ragged_batch", err);
+    if (err) fail_collective(DDS_CALL_GET_RAGGED_BATCH, name, *err);
+    int64_t rows = 0;
+    for (int64_t l : lengths) rows += l;
+    dst.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(v.row_elems));
+    detail::check(dds_get_ragged_batch(h_, name.c_str(), dst.data(), dst.size() * sizeof(T), idx.data(),
+                                       static_cast<int64_t>(idx.size()), lengths.data(), nullptr));
+    return lengths;
+  }
+
+  // Raw form: dst of `bytes` bytes (at least the samples' bytes); lengths
+  // (idx.size() entries) may be null. Returns the bytes written.
+  std::size_t get_ragged_batch_raw(const std::string& name, void* dst, std::size_t bytes, const int64_t* idx, int64_t n,
+                                   int64_t* lengths) {
+    std::size_t got = 0;
+    detail::check(
+        dds_get_ragged_batch(h_, collective_name(DDS_CALL_GET_RAGGED_BATCH, name), dst, bytes, idx, n, lengths, &got));
+    return got;
+  }
+
   // Registers `n` items at `buf` as a destination for reads of `name`; reads
   // into any part of it then need no memory registration (methods 1 and 2).
   template <class T>

@@ -46,7 +46,7 @@ done
 for n in 1 2 4; do
     run "pytest pyddstore.torch, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q \
         tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py \
-        tests/test_torch_prefetch.py
+        tests/test_torch_prefetch.py tests/test_torch_ragged.py
 done
 # The scripts run once per available method among 0 and 1 (method 2 needs a
 # hand-shake directory, which HydraGNN-style code does not pass).
@@ -66,6 +66,9 @@ for m in $methods; do
     # [docs] Overlapping reads with compute (docs/pytorch.md).
     run "overlap.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/overlap.py
 done
+
+# [docs] The ragged-variable examples (docs/ragged.md).
+run "ragged_quickstart.py, 2 ranks" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/ragged_quickstart.py
 
 # [docs] The Python quick start (docs/quickstart-python.md), run as the page says.
 run "quickstart.py, 4 ranks" "$MPIEXEC" -n 4 "$PYTHON" -m mpi4py tests/scripts/quickstart.py

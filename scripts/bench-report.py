@@ -89,6 +89,14 @@ def merge(runs):
             if r.get("type") == "overlap":
                 ov[(r["method"], r["rb"])] = r
     out += list(ov.values())
+    rg = {}
+    for recs in runs:
+        for r in recs:
+            if r.get("type") == "ragged":
+                rg[(r["method"], r["mean_bytes"])] = r
+            elif r.get("type") == "ragged_meta":
+                rg[("meta",)] = r
+    out += list(rg.values())
     ends = [r for recs in runs for r in recs if r.get("type") == "end"]
     if ends:
         end = dict(ends[0])
@@ -184,6 +192,8 @@ class Results:
         self.reqbytes = [r for r in recs if r.get("type") == "reqbytes"]
         self.mem = [r for r in recs if r.get("type") == "memory"]
         self.overlap = [r for r in recs if r.get("type") == "overlap"]
+        self.ragged = [r for r in recs if r.get("type") == "ragged"]
+        self.ragged_meta = next((r for r in recs if r.get("type") == "ragged_meta"), None)
         self.sizes = sorted({m["row_bytes"] for m in self.meas})
         self.methods = []
         for m in self.meas:
@@ -502,6 +512,32 @@ def overlap_table(R):
     return out
 
 
+RAGGED_TARGET = 1.5  # ragged batch / fixed-row batch of the same bytes, per byte (issue 21)
+
+
+def ragged_table(R):
+    """Ragged batches against fixed rows, and metadata (bench --ragged, capi-tests/bench_ragged.c)."""
+    if not R.ragged:
+        return ["(not run)"]
+    out = ["| method | mean sample | ragged batch | bytes | fixed-row batch | bytes | ratio per byte | "
+           f"target <= {RAGGED_TARGET} | verified |",
+           "|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for m in R.ragged:
+        met = m["ratio_per_byte"] <= RAGGED_TARGET
+        out.append(f"| {m['method']} | {size_name(m['mean_bytes'])} | {m['ragged_ms']:.3f} ms | "
+                   f"{m['ragged_batch_bytes'] / 2**20:.2f} MiB | {m['fixed_ms']:.3f} ms | "
+                   f"{m['fixed_batch_bytes'] / 2**20:.2f} MiB | {m['ratio_per_byte']:.2f} | "
+                   f"{'yes' if met else '**no**'} | {'yes' if m['verified'] else '**NO**'} |")
+    mm = R.ragged_meta
+    if mm:
+        out += ["", f"Metadata for {mm['samples']:,} samples on {mm['ranks']} ranks ({mm['local_samples']:,} per "
+                f"rank): resident memory grew by {mm['rss_bytes_per_local_sample']:.1f} B per local sample when the "
+                f"variable was registered (the index: {mm['index_bytes_per_local_sample']} B per local sample; the "
+                f"two layouts: {mm['layout_bytes']} B). All-gathered record offsets (HydraGNN's record blobs) "
+                f"would hold {mm['allgather_bytes_per_rank'] / 2**20:.1f} MiB on every rank."]
+    return out
+
+
 def analysis(perf_md):
     try:
         text = open(perf_md).read()
@@ -611,6 +647,11 @@ def markdown(R, perf_md, spread=None, py=None):
           "T + R); with prefetch the next batch's `dds_get_batch_start` is issued before the sleep and waited for "
           "after it. \"Step alone\" is the same loop without reads: what the sleeps cost on this machine. "
           "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) + [""]
+    L += ["## Ragged variables", "",
+          "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "
+          "batches of 128 random rows of a fixed-row variable (row = the ragged pool's mean sample) in the same "
+          "store, compared per byte moved; node-local reads off except `mpi+local`. "
+          "(capi-tests/bench_ragged.c; see [ragged.md](ragged.md).)", ""] + ragged_table(R) + [""]
     an = analysis(perf_md)
     if an:
         L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "

@@ -497,18 +497,38 @@ impl Comm {
 
     /// Starts receiving one `dtype` item from `from` into `buf` (tag 0).
     pub fn irecv(&self, buf: *mut u8, dtype: &Datatype, from: usize) -> Result<ffi::MPI_Request> {
+        self.irecv_n(buf, 1, dtype, from)
+    }
+
+    /// Starts receiving `count` `dtype` items from `from` into `buf` (tag 0).
+    pub fn irecv_n(&self, buf: *mut u8, count: c_int, dtype: &Datatype, from: usize) -> Result<ffi::MPI_Request> {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: the caller keeps `buf` (one item of `dtype`) alive until `waitall`.
-        check(unsafe { ffi::MPI_Irecv(buf.cast(), 1, dtype.raw, from as c_int, 0, self.raw, &mut r) }, "MPI_Irecv")?;
+        // SAFETY: the caller keeps `buf` (`count` items of `dtype`) alive until `waitall`.
+        check(
+            unsafe { ffi::MPI_Irecv(buf.cast(), count, dtype.raw, from as c_int, 0, self.raw, &mut r) },
+            "MPI_Irecv",
+        )?;
         Ok(r)
     }
 
     /// Starts sending one `dtype` item at `buf` to `to` (tag 0).
     pub fn isend(&self, buf: *const u8, dtype: &Datatype, to: usize, reqs: &mut Vec<ffi::MPI_Request>) -> Result<()> {
+        self.isend_n(buf, 1, dtype, to, reqs)
+    }
+
+    /// Starts sending `count` `dtype` items at `buf` to `to` (tag 0).
+    pub fn isend_n(
+        &self,
+        buf: *const u8,
+        count: c_int,
+        dtype: &Datatype,
+        to: usize,
+        reqs: &mut Vec<ffi::MPI_Request>,
+    ) -> Result<()> {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the caller keeps `buf` alive and unchanged until `waitall`.
         check(
-            unsafe { ffi::MPI_Isend(buf as *const c_void, 1, dtype.raw, to as c_int, 0, self.raw, &mut r) },
+            unsafe { ffi::MPI_Isend(buf as *const c_void, count, dtype.raw, to as c_int, 0, self.raw, &mut r) },
             "MPI_Isend",
         )?;
         reqs.push(r);

@@ -32,7 +32,21 @@ pub struct Variable {
     pub counters: Counters,
     /// Destination buffers registered with `dds_register_recv`: (start, len).
     pub recv: Mutex<Vec<(usize, usize)>>,
+    /// A ragged variable's per-sample index (this variable's rows are then
+    /// the samples' items, back to back); None for a fixed-row variable.
+    pub ragged: Option<Box<RaggedIndex>>,
 }
+
+/// The index of a ragged variable: one 16-byte row per sample, held by the
+/// sample's owner (`INDEX_ROW_BYTES`), read through its own transport like any
+/// variable's rows. Its layout is the layout of the samples.
+pub struct RaggedIndex {
+    pub index: Variable,
+}
+
+/// An index row: the sample's first item in its owner's payload shard and
+/// its item count, two native-endian u64s.
+pub const INDEX_ROW_BYTES: u64 = 16;
 
 impl Variable {
     /// Rows held by this rank.
@@ -121,13 +135,16 @@ impl Variable {
 
     /// Collective for method 0 (local for method 1): releases the transport.
     pub fn free(&mut self) -> Result<()> {
-        match &mut self.transport {
+        // Index first: every rank frees in the same order.
+        let index = self.ragged.as_mut().map_or(Ok(()), |r| r.index.free());
+        let payload = match &mut self.transport {
             Transport::Rma(r) => r.free(),
             Transport::Fabric(f) => {
                 f.free();
                 Ok(())
             }
-        }
+        };
+        index.and(payload)
     }
 }
 

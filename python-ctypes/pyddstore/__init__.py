@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover
 _LAZY = ("PyDDStore", "PyDDstoreVarinfo")
 
 __all__ = ["PyDDStore", "PyDDstoreVarinfo", "__version__",
-           "library_path", "library_version", *_error_names]
+           "library_path", "library_version", "split_ragged", *_error_names]
 
 
 def __getattr__(name):
@@ -34,6 +34,13 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
+
+
+def split_ragged(flat, lengths):
+    """Views of `flat` (samples back to back, as get_ragged_batch returns
+    them), one per sample."""
+    from ._ragged import split
+    return split(flat, lengths)
 
 
 def library_path():

@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _args, _lib, _requests
+from . import _args, _lib, _ragged, _requests
 from ._args import I32
 from ._buffers import HOST_DTYPES, address, device_pointer, extract, stream_of
 from ._errors import (
@@ -72,6 +72,7 @@ class PyDDStore:
         self._h = None  # first, so __del__ works whatever fails below
         self._vars = {}
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
+        self._ragged = {}  # ragged variable name -> (dtype, row shape) given to add_ragged
         method = _as_int(method, "method", I32)
         n_core = _as_int(n_core, "n_core", I32)
         width = 0 if ddstore_width is None else _as_int(ddstore_width, "ddstore_width", I32)
@@ -439,6 +440,38 @@ class PyDDStore:
             raise InvalidArgumentError(f"buffer is not registered for '{name}'")
         self._check(self._lib.dds_unregister_recv(h, var.cname, ptr))
         del self._recv[key]
+
+    # -- ragged variables (pyddstore/_ragged.py, docs/ragged.md) --------------
+
+    def add_ragged(self, name, data, lengths=None, *, dtype=None, row_shape=None):
+        """Registers ragged variable `name` from this rank's samples, either
+        ``add_ragged(name, flat, lengths)`` (flat's first axis split by
+        lengths) or ``add_ragged(name, list_of_arrays)``; a rank without
+        samples passes ``[]`` with dtype= and row_shape=. Collective."""
+        _ragged.add_ragged(self, name, data, lengths, dtype=dtype, row_shape=row_shape)
+
+    def join_ragged(self, name, dtype=None, row_shape=None):
+        """Method-2 extra: join ragged variable `name` (dtype and row shape
+        tell reads how to view its rows)."""
+        _ragged.join_ragged(self, name, dtype, row_shape)
+
+    def ragged_lengths(self, name, indices):
+        """Lengths (rows) of samples `indices`, an int64 array."""
+        return _ragged.lengths(self, name, indices)
+
+    def get_ragged(self, name, i, dtype=None, row_shape=None):
+        """Sample i of ragged variable `name` as one array."""
+        return _ragged.get(self, name, i, dtype, row_shape)
+
+    def get_ragged_batch(self, name, indices, dtype=None, row_shape=None):
+        """(flat, lengths): samples `indices` back to back and their lengths;
+        ``pyddstore.split_ragged(flat, lengths)`` gives one view per sample."""
+        return _ragged.get_batch(self, name, indices, dtype, row_shape)
+
+    def get_ragged_batch_into(self, name, out, indices, dtype=None, row_shape=None):
+        """As get_ragged_batch, into the caller's writable host array `out`
+        (at least the samples' bytes); returns (flat view of out, lengths)."""
+        return _ragged.get_batch_into(self, name, out, indices, dtype, row_shape)
 
     # -- queries ---------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 
 pub mod fabric;
 pub mod local;
+pub mod ranges;
 pub mod rma;
 pub mod rma_progress;
 pub mod split;

@@ -9,6 +9,7 @@
 //! `dds_last_error` and turns the error kind into a `dds_status`.
 
 pub mod library;
+pub mod ragged;
 pub mod reads;
 pub mod requests;
 pub mod store;

@@ -3,8 +3,8 @@
 use std::os::raw::{c_char, c_int};
 
 use super::types::{
-    dds_options, dds_status, dds_store, DDS_CALL_ADD, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH,
-    DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS,
+    dds_options, dds_status, dds_store, DDS_CALL_ADD, DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END,
+    DDS_CALL_GET_BATCH, DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS,
 };
 use super::{guard, name_arg, opt_string, register_store, store_of, take_store};
 use crate::config::BatchMode;
@@ -250,6 +250,9 @@ pub unsafe extern "C" fn dds_fail_collective(
         DDS_CALL_EPOCH_BEGIN => ("dds_epoch_begin", Collective::EpochBegin),
         DDS_CALL_EPOCH_END => ("dds_epoch_end", Collective::EpochEnd),
         DDS_CALL_WAIT_EXTRAS => ("dds_wait_extras", Collective::WaitExtras),
+        DDS_CALL_ADD_RAGGED => ("dds_add_ragged", Collective::RegisterRagged),
+        DDS_CALL_GET_RAGGED_BATCH => ("dds_get_ragged_batch", Collective::RaggedBatch),
+        DDS_CALL_RAGGED_LENGTHS => ("dds_ragged_lengths", Collective::RaggedLengths),
         _ => {
             return guard("dds_fail_collective", || {
                 bail!(InvalidArgument, "call {call} is not one of the DDS_CALL_* constants")

@@ -126,6 +126,14 @@ pub const DDS_CALL_EPOCH_BEGIN: i32 = 4;
 pub const DDS_CALL_EPOCH_END: i32 = 5;
 /// `dds_fail_collective`: the call is `dds_wait_extras`.
 pub const DDS_CALL_WAIT_EXTRAS: i32 = 6;
+/// `dds_fail_collective`: the call is `dds_add_ragged`.
+pub const DDS_CALL_ADD_RAGGED: i32 = 7;
+/// `dds_fail_collective`: the call is `dds_get_ragged_batch` or
+/// `dds_get_ragged` (collective in the method-0 collective batch mode).
+pub const DDS_CALL_GET_RAGGED_BATCH: i32 = 8;
+/// `dds_fail_collective`: the call is `dds_ragged_lengths` (collective in
+/// the method-0 collective batch mode).
+pub const DDS_CALL_RAGGED_LENGTHS: i32 = 9;
 
 /// `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 pub const DDS_GPU_ENV: i32 = -1;
@@ -203,6 +211,18 @@ pub struct dds_var_info {
     pub node_ranks: i32,
     /// How rows reach device destinations: `DDS_PATH_*`. (Added in 0.2.)
     pub device_path: i32,
+    /// 1 for a ragged variable (`dds_add_ragged`): its rows are the
+    /// samples' rows back to back, `total_rows` and `local_rows` count
+    /// rows, the fields below count samples. 0 for fixed rows. (Added in
+    /// 0.4; older callers pass a smaller `struct_size` and do not receive
+    /// it or the fields below.)
+    pub is_ragged: i32,
+    /// Ragged: samples of the whole variable (fixed rows: `total_rows`).
+    pub total_samples: i64,
+    /// Ragged: samples held by the calling rank (fixed rows: `local_rows`).
+    pub local_samples: i64,
+    /// Ragged: rows of all samples together (the same as `total_rows`).
+    pub total_items: i64,
 }
 
 /// Per-variable counters, filled by `dds_profile`. Times are in nanoseconds and

@@ -143,6 +143,10 @@ pub unsafe extern "C" fn dds_info(store: *mut dds_store, name: *const c_char, ou
             node_local: i.node_local as i32,
             node_ranks: i.node_ranks as i32,
             device_path: i.device_path as i32,
+            is_ragged: i.samples.is_some() as i32,
+            total_samples: i.samples.map_or(i.total_rows, |s| s.0),
+            local_samples: i.samples.map_or(i.local_rows, |s| s.1),
+            total_items: i.total_rows,
         };
         for (d, b) in value.transport.iter_mut().zip(i.transport.bytes().take(63)) {
             *d = b as c_char;

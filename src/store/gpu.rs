@@ -73,7 +73,7 @@ impl GpuSettings {
 
 impl Store {
     /// What `p` is, as this store sees it (always host with GPU support off).
-    fn mem_kind(&self, p: *const u8) -> Result<MemKind> {
+    pub(super) fn mem_kind(&self, p: *const u8) -> Result<MemKind> {
         if self.gpu.mode == Mode::Off {
             return Ok(MemKind::Host);
         }

@@ -29,6 +29,8 @@ use split::Split;
 mod gpu;
 pub use gpu::GpuSettings;
 mod direct;
+mod ragged;
+pub use ragged::RaggedSpec;
 mod request;
 pub use request::{Request, Requests};
 
@@ -87,6 +89,12 @@ pub enum Collective {
     EpochBegin,
     EpochEnd,
     WaitExtras,
+    /// `dds_add_ragged`.
+    RegisterRagged,
+    /// `dds_get_ragged_batch` / `dds_get_ragged`.
+    RaggedBatch,
+    /// `dds_ragged_lengths`.
+    RaggedLengths,
 }
 
 /// Shape of a variable to register.
@@ -113,6 +121,8 @@ pub struct VarInfo {
     pub node_ranks: usize,
     /// How rows reach device destinations.
     pub device_path: crate::gpu::Path,
+    /// Ragged variables: (total samples, local samples).
+    pub samples: Option<(i64, i64)>,
 }
 
 pub struct Store {
@@ -308,18 +318,39 @@ impl Store {
                     s.local_rows
                 );
             }
-            // Node-local reads need the shard in shared memory; without it
-            // (or when that fails) the heap, and the transport for peers.
-            let shared = if self.node.on { Shard::shared(bytes as usize, src) } else { None };
-            let shard = match (shared, src) {
-                (Some(s), _) => s,
-                (None, Some(data)) => Shard::copy_of(data)?,
-                (None, None) => Shard::zeroed(bytes as usize)?,
-            };
-            Ok((s, row_bytes, shard))
+            Ok((s, row_bytes, self.new_shard(bytes as usize, src)?))
         });
-        let (s, row_bytes, mut shard) = agree(&self.comm, local)?;
+        let (s, row_bytes, shard) = agree(&self.comm, local)?;
+        let var = self.build_var(name, name, s, row_bytes, shard)?;
+        vars.insert(name.to_string(), var);
+        Ok(())
+    }
 
+    /// A shard of `bytes` bytes, zero-filled or a copy of `src`. Node-local
+    /// reads need it in shared memory; without them (or when that fails)
+    /// the heap, and the transport for peers.
+    pub(crate) fn new_shard(&self, bytes: usize, src: Option<&[u8]>) -> Result<Shard> {
+        let shared = if self.node.on { Shard::shared(bytes, src) } else { None };
+        match (shared, src) {
+            (Some(s), _) => Ok(s),
+            (None, Some(data)) => Shard::copy_of(data),
+            (None, None) => Shard::zeroed(bytes),
+        }
+    }
+
+    /// Makes a shard shared among the store's ranks (collective, after every
+    /// rank's request was agreed valid): checks the ranks describe one
+    /// variable, builds its layout, node-local view and transport, and
+    /// publishes it for method-2 extras. `record` names it in hand-shake
+    /// records (a ragged variable's index has a name no user can give).
+    pub(crate) fn build_var(
+        &self,
+        name: &str,
+        record: &str,
+        s: Shape,
+        row_bytes: u64,
+        mut shard: Shard,
+    ) -> Result<Variable> {
         // Every rank now has a valid request; check they describe one variable.
         let all = self.comm.allgather(&[s.local_rows, s.row_elems, s.item_size as i64, fingerprint(name)])?;
         for (r, m) in all.iter().enumerate() {
@@ -349,28 +380,25 @@ impl Store {
         };
         let transport =
             agree(&self.comm, transport).map_err(|e| Error::new(e.kind, format!("variable '{name}': {}", e.msg)))?;
-        self.publish_if_core(name, &s, &layout, &transport)?;
-        vars.insert(
-            name.to_string(),
-            Variable {
-                name: name.to_string(),
-                row_elems: s.row_elems,
-                item_size: s.item_size,
-                row_bytes,
-                layout,
-                rank: self.comm.rank(),
-                shard,
-                near,
-                transport,
-                counters: Default::default(),
-                recv: Mutex::new(Vec::new()),
-            },
-        );
-        Ok(())
+        self.publish_if_core(record, &s, &layout, &transport)?;
+        Ok(Variable {
+            name: name.to_string(),
+            row_elems: s.row_elems,
+            item_size: s.item_size,
+            row_bytes,
+            layout,
+            rank: self.comm.rank(),
+            shard,
+            near,
+            transport,
+            counters: Default::default(),
+            recv: Mutex::new(Vec::new()),
+            ragged: None,
+        })
     }
 
     /// Runs `f` on variable `name` under the registry's read lock.
-    fn with_var<T>(&self, name: &str, f: impl FnOnce(&Variable) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_var<T>(&self, name: &str, f: impl FnOnce(&Variable) -> Result<T>) -> Result<T> {
         let vars = self.vars.read();
         match vars.get(name) {
             Some(v) => f(v),
@@ -709,6 +737,7 @@ impl Store {
                 node_local: v.near.is_on(),
                 node_ranks: v.near.direct_ranks(),
                 device_path: self.device_path(v),
+                samples: v.ragged.as_ref().map(|r| (r.index.layout.total(), r.index.local_rows())),
             })
         })
     }
@@ -773,6 +802,11 @@ impl Store {
             Collective::EpochBegin => self.epoch(true, Err(failure)),
             Collective::EpochEnd => self.epoch(false, Err(failure)),
             Collective::WaitExtras => self.wait_extras_checked(Err(failure)),
+            Collective::RegisterRagged => self.register_ragged(name, Err(failure), &[], &[]),
+            Collective::RaggedBatch => {
+                self.get_ragged_batch(name, std::ptr::null_mut(), 0, Err(failure), None).map(|_| ())
+            }
+            Collective::RaggedLengths => self.ragged_lengths(name, Err(failure)),
         }
     }
 

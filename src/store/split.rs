@@ -140,6 +140,15 @@ impl Split {
     /// Core rank 0: replaces a variable's record with a tombstone, so extras
     /// that join later fail at once instead of reading freed memory.
     fn withdraw(&self, name: &str, v: &Variable) -> Result<()> {
+        // A ragged variable's index has a record of its own.
+        let index = match &v.ragged {
+            Some(r) => self.withdraw_one(&super::ragged::index_record_name(name), &r.index),
+            None => Ok(()),
+        };
+        index.and(self.withdraw_one(name, v))
+    }
+
+    fn withdraw_one(&self, name: &str, v: &Variable) -> Result<()> {
         let rec = Record {
             state: hs::STATE_WITHDRAWN,
             session: self.session,
@@ -292,6 +301,34 @@ impl Store {
     /// a back-off up to DDSTORE_HANDSHAKE_TIMEOUT_S), checks it, and makes
     /// the variable readable. `row`: the expected (elements, item size).
     pub fn join(&self, name: &str, row: Option<(i64, i32)>) -> Result<()> {
+        let (var, session) = self.join_var(name, name, row)?;
+        self.insert_joined(name, var, session)
+    }
+
+    /// Method 2 extra member: `join` for a ragged variable, whose index the
+    /// core job published in a record of its own.
+    pub fn join_ragged(&self, name: &str, row: Option<(i64, i32)>) -> Result<()> {
+        let (mut var, session) = self.join_var(name, name, row)?;
+        let (index, _) = self.join_var(name, &super::ragged::index_record_name(name), Some((2, 8)))?;
+        var.ragged = Some(Box::new(crate::var::RaggedIndex { index }));
+        self.insert_joined(name, var, session)
+    }
+
+    fn insert_joined(&self, name: &str, var: Variable, session: u64) -> Result<()> {
+        let mut vars = self.vars.write();
+        if vars.contains_key(name) {
+            bail!(DuplicateVariable, "variable '{name}' is already joined in this store");
+        }
+        vars.insert(name.to_string(), var);
+        if let Some(sp) = &self.split {
+            sp.sessions.lock().insert(session);
+        }
+        Ok(())
+    }
+
+    /// Waits for and checks the record `record` of variable `name`, and
+    /// returns the variable it describes and the core store's session.
+    fn join_var(&self, name: &str, record: &str, row: Option<(i64, i32)>) -> Result<(Variable, u64)> {
         self.check_running()?;
         let sp = match &self.split {
             Some(sp) if !sp.is_core() => sp,
@@ -308,11 +345,11 @@ impl Store {
         if let Ok(m) = std::fs::metadata(&sp.dir) {
             hs::check_dir(&sp.dir, &m)?;
         }
-        let path = sp.record_path(name);
+        let path = sp.record_path(record);
         let what = path.display().to_string();
         let open = sp.reader.lock().as_ref().map(|f| f.provider().to_string());
         let want = Expect {
-            name: name.to_string(),
+            name: record.to_string(),
             n_core: sp.n_core,
             provider: open.or_else(|| sp.fcfg.provider.clone()),
             row,
@@ -364,14 +401,9 @@ impl Store {
             transport: Transport::Fabric(fv),
             counters: Default::default(),
             recv: Mutex::new(Vec::new()),
+            ragged: None,
         };
-        let mut vars = self.vars.write();
-        if vars.contains_key(name) {
-            bail!(DuplicateVariable, "variable '{name}' is already joined in this store");
-        }
-        vars.insert(name.to_string(), var);
-        sp.sessions.lock().insert(rec.session);
-        Ok(())
+        Ok((var, rec.session))
     }
 
     /// Frees one variable. Core members (every method): collective; method 2

@@ -8,6 +8,9 @@
   with ``method=2`` from a separate job.
 * :class:`WindowedDataset` builds samples from several stored rows (time
   windows, clips) without storing a row twice.
+* :class:`RaggedDataset` stores dict samples whose fields may be ragged
+  (graphs: node features, positions, edge lists), one ragged or fixed
+  variable per field (docs/ragged.md).
 * :func:`row_of` maps (sub-dataset, index) of a ``ConcatDataset`` to its row.
 * :class:`ThreadDataLoader` is a ``DataLoader`` whose workers are threads of
   the calling process.
@@ -19,7 +22,8 @@ docs/pytorch.md.
 
 from ._datasets import DistDataset, DistDatasetReader
 from ._loader import ThreadDataLoader
+from ._ragged import RaggedDataset
 from ._schema import SUPPORTED_DTYPES, _safe_name  # noqa: F401 (tests and callers use them)
 from ._windows import WindowedDataset, row_of
 
-__all__ = ["DistDataset", "DistDatasetReader", "ThreadDataLoader", "WindowedDataset", "row_of"]
+__all__ = ["DistDataset", "DistDatasetReader", "RaggedDataset", "ThreadDataLoader", "WindowedDataset", "row_of"]

@@ -1,0 +1,481 @@
+//! Ragged variables: samples of different lengths, each a run of rows of one
+//! fixed trailing shape, with the per-sample offsets kept by their owners.
+//!
+//! A ragged variable is two variables per rank under one name: the payload
+//! (the samples' rows back to back; what `dds_info`, `dds_profile`,
+//! `dds_register_recv` and fixed-row reads see) and its index, one 16-byte
+//! row per local sample (first row in the owner's payload shard, row count),
+//! in memory its own transport serves. No rank holds entries of samples it
+//! does not own: metadata is 16 bytes per local sample plus the two O(P)
+//! layouts (samples and rows).
+//!
+//! A batched read first reads the index rows of the requested samples (the
+//! fixed-row batch: collective or one-sided, as the store's batch mode),
+//! then the payload ranges: one-sided transports post one read per sample
+//! (adjacent ones merged), same-node samples are copied, and the method-0
+//! collective mode moves the ranges by `backend::ranges`.
+
+use std::collections::BTreeMap;
+
+use crate::backend::ranges::{self, Range};
+use crate::backend::rma::{GetOp, Scratch};
+use crate::copy::copy_rows;
+use crate::error::{bail, err, Result};
+use crate::gpu::MemKind;
+use crate::mpi::agree;
+use crate::var::{RaggedIndex, Transport, Variable, INDEX_ROW_BYTES};
+
+use super::{validate_shape, Shape, Store};
+
+/// The fixed trailing shape of a ragged variable's rows.
+#[derive(Clone, Copy, Debug)]
+pub struct RaggedSpec {
+    pub row_elems: i64,
+    pub item_size: i32,
+}
+
+/// Most index bytes a one-sided read fetches per sample asked when it reads
+/// an owner's span of index rows in one go (`entries_onesided`); also
+/// bounds the transient buffer.
+const SPAN_BYTES_PER_SAMPLE: usize = 2048;
+
+/// Name of a ragged variable's index in method-2 hand-shake records: a NUL
+/// byte, which no C string can hold, keeps it apart from every user name.
+pub(crate) fn index_record_name(name: &str) -> String {
+    format!("{name}\0index")
+}
+
+/// What `dds_get_ragged_batch` wrote.
+pub struct RaggedRead {
+    /// Bytes written at the start of the destination.
+    pub bytes: u64,
+}
+
+fn index_of(v: &Variable) -> Result<&Variable> {
+    match &v.ragged {
+        Some(r) => Ok(&r.index),
+        None => bail!(
+            InvalidArgument,
+            "variable '{}' has fixed-size rows, not ragged samples (use dds_get / dds_get_batch)",
+            v.name
+        ),
+    }
+}
+
+/// Checks every sample index; the error names the first bad one.
+fn check_samples(v: &Variable, idx: &[i64]) -> Result<()> {
+    let total = index_of(v)?.layout.total();
+    match idx.iter().position(|&g| g < 0 || g >= total) {
+        None => Ok(()),
+        Some(i) => bail!(
+            OutOfRange,
+            "index {i} of the batch, sample {}, is out of range [0, {total}) of ragged variable '{}'",
+            idx[i],
+            v.name
+        ),
+    }
+}
+
+impl Store {
+    /// Collective: registers ragged variable `name` from this rank's samples:
+    /// `payload` holds their rows back to back, `lengths[i]` is sample i's
+    /// row count. `spec` is this rank's (possibly invalid) row shape.
+    pub fn register_ragged(&self, name: &str, spec: Result<RaggedSpec>, payload: &[u8], lengths: &[i64]) -> Result<()> {
+        self.check_running()?;
+        self.refuse_extra("add", name)?;
+        self.drain_requests();
+        let mut vars = self.vars.write();
+        let me = self.comm.rank();
+        let local = spec.and_then(|sp| {
+            if vars.contains_key(name) {
+                bail!(DuplicateVariable, "variable '{name}' already exists in this store");
+            }
+            let shape = Shape { local_rows: 0, row_elems: sp.row_elems, item_size: sp.item_size };
+            let row_bytes = validate_shape(name, &shape)?;
+            let mut rows: u64 = 0;
+            let mut index = Vec::with_capacity(lengths.len() * INDEX_ROW_BYTES as usize);
+            for (i, &n) in lengths.iter().enumerate() {
+                if n < 0 {
+                    bail!(InvalidArgument, "ragged variable '{name}': rank {me}, local sample {i}: length {n} is negative");
+                }
+                index.extend_from_slice(&rows.to_ne_bytes());
+                index.extend_from_slice(&(n as u64).to_ne_bytes());
+                rows += n as u64; // at most 2^63 per sample, fewer than 2^64 samples of them fit no memory
+            }
+            let need = rows as u128 * row_bytes as u128;
+            if need != payload.len() as u128 {
+                bail!(
+                    Mismatch,
+                    "ragged variable '{name}': rank {me}: the lengths of its {} samples sum to {rows} rows of {row_bytes} \
+                     bytes ({need} bytes), but the payload holds {} bytes",
+                    lengths.len(),
+                    payload.len()
+                );
+            }
+            let pshard = self.new_shard(payload.len(), Some(payload))?;
+            let ishard = self.new_shard(index.len(), Some(&index))?;
+            Ok((Shape { local_rows: rows as i64, ..shape }, row_bytes, pshard, ishard))
+        });
+        let (pshape, row_bytes, pshard, ishard) = agree(&self.comm, local)?;
+        let mut var = self.build_var(name, name, pshape, row_bytes, pshard)?;
+        let ishape = Shape { local_rows: lengths.len() as i64, row_elems: 2, item_size: 8 };
+        match self.build_var(name, &index_record_name(name), ishape, INDEX_ROW_BYTES, ishard) {
+            Ok(index) => var.ragged = Some(Box::new(RaggedIndex { index })),
+            Err(e) => {
+                // Every rank failed here together: free the payload together.
+                let _ = var.free();
+                return Err(e);
+            }
+        }
+        vars.insert(name.to_string(), var);
+        Ok(())
+    }
+
+    /// Reads the index rows (first row, row count) of samples `idx` of the
+    /// ragged variable in `local` into `out`. Collective in the method-0
+    /// collective batch mode (`local` carries this rank's argument check,
+    /// whose failure fails every rank), one-sided otherwise.
+    /// `scratch`: the store's exchange memory, which the caller holds (with
+    /// the MPI lock) for the whole of a collective read.
+    fn ragged_entries(
+        &self,
+        name: &str,
+        local: Result<(&Variable, &[i64])>,
+        out: &mut Vec<[u64; 2]>,
+        scratch: Option<&mut Scratch>,
+    ) -> Result<()> {
+        let local = local.and_then(|(v, idx)| {
+            check_samples(v, idx)?;
+            Ok((index_of(v)?, idx))
+        });
+        out.clear();
+        let n = local.as_ref().map_or(0, |(_, idx)| idx.len());
+        out.resize(n, [0; 2]);
+        let dst = out.as_mut_ptr().cast::<u8>();
+        let Some(scratch) = scratch else {
+            let (ix, idx) = local?;
+            return self.entries_onesided(ix, idx, out);
+        };
+        let (ix, idx, rounds) = self.collective_agree(name, local, scratch)?;
+        // SAFETY: out holds idx.len() index rows; scratch is this batch's plan.
+        unsafe { self.collective_move(&self.comm, ix, idx.len(), rounds, dst, scratch) }
+    }
+
+    /// One-sided reads of the index rows of samples `idx` into `out`. Per
+    /// owner, when the rows asked span little more than they hold (at most
+    /// `SPAN_BYTES_PER_SAMPLE` per sample asked), the whole span is one read
+    /// instead of one per sample: a read costs far more than its bytes
+    /// until tens of KiB. The spans land after the entries in one buffer, so
+    /// a fabric read needs one destination registration.
+    fn entries_onesided(&self, ix: &Variable, idx: &[i64], out: &mut Vec<[u64; 2]>) -> Result<()> {
+        let n = idx.len();
+        // Per owner: (first, last, count) of the local rows asked.
+        let mut owners: BTreeMap<usize, (i64, i64, usize)> = BTreeMap::new();
+        for &g in idx {
+            let (o, l) = ix.layout.owner(g);
+            let e = owners.entry(o).or_insert((l, l, 0));
+            *e = (e.0.min(l), e.1.max(l), e.2 + 1);
+        }
+        // Owners read as a span: where it starts in `out` (after the n entries).
+        let mut spans: BTreeMap<usize, (i64, usize)> = BTreeMap::new();
+        let mut end = n;
+        for (&o, &(lo, hi, count)) in &owners {
+            let span = (hi - lo + 1) as usize;
+            if ix.near.src(o).is_none() && count > 1 && span * 16 <= count * SPAN_BYTES_PER_SAMPLE {
+                spans.insert(o, (lo, end));
+                end += span;
+            }
+        }
+        out.resize(end, [0; 2]);
+        let base = out.as_mut_ptr().cast::<u8>();
+        let rb = INDEX_ROW_BYTES as usize;
+        let (mut gets, mut fops) = (Vec::new(), Vec::new());
+        let mut push = |owner: usize, offset: u64, at: *mut u8, len: usize| match &ix.transport {
+            Transport::Rma(_) => {
+                if !gets.last_mut().is_some_and(|last: &mut GetOp| last.extend(owner, offset, at, len)) {
+                    gets.push(GetOp { owner, offset, dst: at, len });
+                }
+            }
+            Transport::Fabric(f) => match fops.last_mut() {
+                Some(last) if f.extends(last, owner, offset, at) => last.len += len,
+                _ => fops.push(f.op(owner, offset, at, len)),
+            },
+        };
+        for (&o, &(lo, at)) in &spans {
+            let span = (owners[&o].1 - lo + 1) as usize;
+            // SAFETY: out holds `end` entries; this span's are [at, at + span).
+            push(o, lo as u64 * INDEX_ROW_BYTES, unsafe { base.add(at * rb) }, span * rb);
+        }
+        for (i, &g) in idx.iter().enumerate() {
+            let (o, l) = ix.layout.owner(g);
+            // SAFETY: entry i of out.
+            let at = unsafe { base.add(i * rb) };
+            if let Some(src) = ix.near.src(o) {
+                // SAFETY: row l of the owner's index shard.
+                unsafe { copy_rows(at, src.add(l as usize * rb), rb) };
+            } else if !spans.contains_key(&o) {
+                push(o, l as u64 * INDEX_ROW_BYTES, at, rb);
+            }
+        }
+        match &ix.transport {
+            Transport::Rma(r) if !gets.is_empty() => {
+                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+                r.read_batch(&gets, &mut Vec::new())?;
+            }
+            Transport::Fabric(f) => f.read(&fops, base, end * rb, &ix.counters, self.cfg.profile)?,
+            _ => {}
+        }
+        for (i, &g) in idx.iter().enumerate() {
+            let (o, l) = ix.layout.owner(g);
+            if let Some(&(lo, at)) = spans.get(&o) {
+                out[i] = out[at + (l - lo) as usize];
+            }
+        }
+        out.truncate(n);
+        Ok(())
+    }
+
+    /// Row counts of samples `indices` into `lengths` (same length).
+    /// Collective in the method-0 collective batch mode.
+    pub fn ragged_lengths(&self, name: &str, indices: Result<(&[i64], &mut [i64])>) -> Result<()> {
+        self.check_running()?;
+        let vars = self.vars.read();
+        let (idx, lengths, local) = match indices {
+            Ok((idx, l)) => {
+                let v = vars.get(name).ok_or_else(|| err!(UnknownVariable, "no variable named '{name}' in this store"));
+                (idx, Some(l), v.map(|v| (v, idx)))
+            }
+            Err(e) => (&[][..], None, Err(e)),
+        };
+        let mut entries = Vec::new();
+        let mut ex = (!self.batch_is_onesided()).then(|| self.exchange.lock());
+        let _serial = ex.as_ref().and(self.mpi_lock.as_ref()).map(|m| m.lock());
+        self.ragged_entries(name, local, &mut entries, ex.as_deref_mut())?;
+        if let Some(l) = lengths {
+            for (d, e) in l.iter_mut().zip(&entries) {
+                *d = e[1] as i64;
+            }
+        }
+        debug_assert_eq!(idx.len(), entries.len());
+        Ok(())
+    }
+
+    /// Reads samples `indices` (any order, repeats) back to back into
+    /// `dst`, and their row counts into `lengths` when given. Collective in
+    /// the method-0 collective batch mode (`indices` carries this rank's
+    /// argument check), one-sided otherwise.
+    pub fn get_ragged_batch(
+        &self,
+        name: &str,
+        dst: *mut u8,
+        dst_bytes: usize,
+        indices: Result<&[i64]>,
+        lengths: Option<&mut [i64]>,
+    ) -> Result<RaggedRead> {
+        self.check_running()?;
+        let vars = self.vars.read();
+        let local = indices.and_then(|idx| {
+            // Device destinations are not staged for ragged reads yet.
+            if dst_bytes > 0 && self.mem_kind(dst)? != MemKind::Host {
+                bail!(
+                    Unsupported,
+                    "ragged variable '{name}': the destination is device memory; ragged reads need a host destination"
+                );
+            }
+            match vars.get(name) {
+                Some(v) => Ok((v, idx)),
+                None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
+            }
+        });
+        let found = local.as_ref().ok().map(|&(v, idx)| (v, idx));
+        let mut entries = Vec::new();
+        let collective = !self.batch_is_onesided();
+        // A collective read holds the exchange memory and the MPI lock
+        // (without MPI_THREAD_MULTIPLE) throughout, as a fixed-row batch does.
+        let mut ex = collective.then(|| self.exchange.lock());
+        let _serial = ex.as_ref().and(self.mpi_lock.as_ref()).map(|m| m.lock());
+        self.ragged_entries(name, local, &mut entries, ex.as_deref_mut())?;
+        let (v, idx) = found.expect("ragged_entries fails without a variable");
+        let rb = v.row_bytes;
+        // Entries come from owners; check them against the owners' shards
+        // before any byte moves, then the destination.
+        let ix = index_of(v)?;
+        let checked = (|| {
+            let mut rows: u64 = 0;
+            for (k, (&g, e)) in idx.iter().zip(&entries).enumerate() {
+                let (owner, _) = ix.layout.owner(g);
+                let (lo, hi) = v.layout.shard(owner);
+                if e[0].checked_add(e[1]).map_or(true, |end| end > (hi - lo) as u64) {
+                    bail!(
+                        Internal,
+                        "ragged variable '{name}': the index entry of sample {g} (index {k} of the batch) from rank {owner} \
+                         names rows [{}, +{}) outside its payload of {} rows",
+                        e[0],
+                        e[1],
+                        hi - lo
+                    );
+                }
+                rows += e[1];
+            }
+            let need = rows as u128 * rb as u128;
+            if (dst_bytes as u128) < need {
+                bail!(
+                    Mismatch,
+                    "destination of {dst_bytes} bytes for ragged variable '{name}' is too small: the {} samples asked \
+                     hold {rows} rows of {rb} bytes, {need} bytes are needed",
+                    idx.len()
+                );
+            }
+            Ok(rows)
+        })();
+        let mut t = crate::profile::Timer::start(self.cfg.profile);
+        let (rows, direct) = if collective {
+            // SAFETY: dst holds the checked rows once every rank agreed.
+            unsafe { self.ragged_collective(v, idx, &entries, checked, dst)? }
+        } else {
+            let rows = checked?;
+            // SAFETY: dst holds `rows` rows (checked above).
+            (rows, unsafe { self.ragged_onesided(v, idx, &entries, dst, dst_bytes)? })
+        };
+        t.lap(&v.counters.read_ns);
+        if !idx.is_empty() {
+            v.counters.read_call(rows, direct);
+        }
+        if let Some(l) = lengths {
+            for (d, e) in l.iter_mut().zip(&entries) {
+                *d = e[1] as i64;
+            }
+        }
+        Ok(RaggedRead { bytes: rows * rb })
+    }
+
+    /// One-sided payload reads: same-node samples copied, the others one
+    /// read each (adjacent ones merged). Returns the rows copied directly.
+    ///
+    /// # Safety
+    /// `dst` holds the samples' rows (`entries`, checked).
+    unsafe fn ragged_onesided(
+        &self,
+        v: &Variable,
+        idx: &[i64],
+        entries: &[[u64; 2]],
+        dst: *mut u8,
+        dst_bytes: usize,
+    ) -> Result<u64> {
+        let ix = index_of(v)?;
+        let rb = v.row_bytes;
+        let (mut at, mut direct) = (0usize, 0u64);
+        let mut gets: Vec<GetOp> = Vec::new();
+        let mut fops = Vec::new();
+        for (&g, &[first, rows]) in idx.iter().zip(entries) {
+            let len = (rows * rb) as usize;
+            if len == 0 {
+                continue;
+            }
+            let (owner, _) = ix.layout.owner(g);
+            let offset = first * rb;
+            // SAFETY: the caller's promise; at + len <= the rows checked.
+            let d = unsafe { dst.add(at) };
+            at += len;
+            if let Some(base) = v.near.src(owner) {
+                // SAFETY: the range lies inside the owner's shard (checked).
+                unsafe { copy_rows(d, base.add(offset as usize), len) };
+                direct += rows;
+                continue;
+            }
+            match &v.transport {
+                Transport::Rma(_) => {
+                    if !gets.last_mut().is_some_and(|last| last.extend(owner, offset, d, len)) {
+                        gets.push(GetOp { owner, offset, dst: d, len });
+                    }
+                }
+                Transport::Fabric(f) => match fops.last_mut() {
+                    Some(last) if f.extends(last, owner, offset, d) => last.len += len,
+                    _ => fops.push(f.op(owner, offset, d, len)),
+                },
+            }
+        }
+        match &v.transport {
+            Transport::Rma(r) if !gets.is_empty() => {
+                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
+                r.read_batch(&gets, &mut Vec::new())?;
+            }
+            Transport::Fabric(f) => f.read(&fops, dst, dst_bytes, &v.counters, self.cfg.profile)?,
+            _ => {}
+        }
+        Ok(direct)
+    }
+
+    /// Method-0 collective payload moves: same-node samples copied, the
+    /// others by the agreed rounds of `backend::ranges`. `checked` is this
+    /// rank's destination check (its rows); one all-reduce agrees on it, on
+    /// samples too long for a round, and on the number of rounds, before
+    /// any byte moves. Returns (rows, rows copied directly).
+    ///
+    /// # Safety
+    /// When `checked` is Ok, `dst` holds the samples' rows (`entries`).
+    unsafe fn ragged_collective(
+        &self,
+        v: &Variable,
+        idx: &[i64],
+        entries: &[[u64; 2]],
+        checked: Result<u64>,
+        dst: *mut u8,
+    ) -> Result<(u64, u64)> {
+        let ix = index_of(v)?;
+        let rb = v.row_bytes;
+        let (mut at, mut direct) = (0usize, Vec::new());
+        let mut travel = Vec::new();
+        for (&g, &[first, rows]) in idx.iter().zip(entries) {
+            let len = (rows * rb) as usize;
+            if len == 0 {
+                continue;
+            }
+            let (owner, _) = ix.layout.owner(g);
+            match v.near.src(owner) {
+                Some(base) => direct.push((at, base as usize + (first * rb) as usize, len)),
+                None => travel.push(Range { owner: owner as u32, first, rows, at }),
+            }
+            at += len;
+        }
+        let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
+        let local = checked.and_then(|rows| {
+            let starts = ranges::round_starts(&travel, rb, self.cfg.alltoall_max_bytes, p as usize)?;
+            Ok((rows, starts))
+        });
+        let n = local.as_ref().map_or(0, |(_, s)| s.len() as i64);
+        let mut flags = [if local.is_err() { me } else { p }, -n];
+        self.comm.allreduce_min(&mut flags)?;
+        if flags[0] < p {
+            agree(&self.comm, local)?;
+            bail!(Internal, "dds_get_ragged_batch: ranks disagree on the outcome of the destination check");
+        }
+        let (rows, starts) = local?;
+        let mut copied = 0u64;
+        for &(to, from, len) in &direct {
+            // SAFETY: inside the owner's shard (entries checked) and the destination (the caller's promise).
+            unsafe { copy_rows(dst.add(to), from as *const u8, len) };
+            copied += len as u64 / rb;
+        }
+        let rounds = -flags[1];
+        if rounds > 0 {
+            let (lo, hi) = v.layout.shard(self.comm.rank());
+            // SAFETY: every range's destination lies inside dst (above).
+            let tr = unsafe {
+                ranges::exchange(
+                    &self.comm,
+                    &v.shard,
+                    (hi - lo) as u64,
+                    rb,
+                    &travel,
+                    &starts,
+                    rounds as usize,
+                    self.cfg.batch_exchange,
+                    dst,
+                )?
+            };
+            v.counters.requests(tr.sent, tr.recv);
+        }
+        Ok((rows, copied))
+    }
+}
