@@ -719,12 +719,15 @@ enum dds_status dds_ragged_lengths(struct dds_store *store,
 //
 // Collective in the method-0 collective batch mode (every rank calls, the
 // same number of times, from one thread; errors on any rank fail every
-// rank), else one-sided and thread-safe. `dst` must be host memory.
+// rank), else one-sided and thread-safe. A CUDA `dst` is staged: the
+// samples are read into host memory of `dst_bytes` bytes, then copied to
+// the device through pinned bounce buffers before the call returns.
 //
 // Errors: DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_INDEX_OUT_OF_RANGE (naming the
 // index and sample), DDS_ERR_MISMATCH (`dst_bytes` too small; the message
 // names the bytes needed), DDS_ERR_INVALID_ARGUMENT (not ragged, NULL
-// pointers, negative `n`), DDS_ERR_UNSUPPORTED (device `dst`), transport
+// pointers, negative `n`), DDS_ERR_GPU (a device `dst` with staging off,
+// or ROCm memory), DDS_ERR_NO_MEMORY (no host memory to stage), transport
 // errors.
 enum dds_status dds_get_ragged_batch(struct dds_store *store,
                                      const char *name,

@@ -6,6 +6,51 @@ void fake_dev_write(void *dst, const void *src, size_t n);
 void fake_dev_read(void *dst, const void *src, size_t n);
 extern long fake_copies;
 enum { E = 3, I = 8, TAG = 5 };
+
+/* Sample k of rank r holds ragged_len(r, k) rows of E doubles; element e of
+ * row j of global sample g is 1000 g + 10 j + e. */
+static int64_t ragged_len(int r, int k) { return k == 0 ? 0 : k == 1 ? 2 + r : 5; }
+
+/* A ragged batch into device memory (staged through host memory), checked
+ * byte by byte; with staging refused, the read fails on every rank. */
+static void ragged(dds_store *s, int staging) {
+  int64_t lens[3], n_rows = 0;
+  for (int k = 0; k < 3; k++) n_rows += lens[k] = ragged_len(t_rank, k);
+  double *mine = malloc(sizeof(double) * E * (n_rows + 1));
+  for (int k = 0, j0 = 0; k < 3; j0 += lens[k], k++)
+    for (int j = 0; j < lens[k]; j++)
+      for (int e = 0; e < E; e++) mine[(j0 + j) * E + e] = 1000.0 * (3 * t_rank + k) + 10 * j + e;
+  CHECK(dds_add_ragged(s, "rg", mine, sizeof(double) * E * n_rows, lens, 3, E, I));
+  int nb = 3 * t_size + 2;
+  int64_t *idx = malloc(sizeof(int64_t) * nb), want = 0;
+  for (int i = 0; i < nb; i++) {
+    idx[i] = (3 * t_size - 1 - i % (3 * t_size) + t_rank) % (3 * t_size);
+    want += ragged_len((int)(idx[i] / 3), (int)(idx[i] % 3));
+  }
+  size_t cap = (size_t)(want + 4) * E * I; /* room to spare: the read fills the start */
+  void *d = fake_dev_alloc(cap);
+  int64_t *got_len = malloc(sizeof(int64_t) * nb);
+  size_t got = 0;
+  if (!staging) {
+    EXPECT_ERR(dds_get_ragged_batch(s, "rg", d, cap, idx, nb, got_len, &got), DDS_ERR_GPU, "DDSTORE_GPU_STAGING=0");
+  } else {
+    CHECK(dds_get_ragged_batch(s, "rg", d, cap, idx, nb, got_len, &got));
+    EXPECT(got == (size_t)want * E * I);
+    double *back = malloc(cap);
+    fake_dev_read(back, d, cap);
+    int ok = 1;
+    for (int i = 0, j0 = 0; i < nb; j0 += got_len[i], i++) {
+      ok &= got_len[i] == ragged_len((int)(idx[i] / 3), (int)(idx[i] % 3));
+      for (int j = 0; j < got_len[i]; j++)
+        for (int e = 0; e < E; e++) ok &= back[(j0 + j) * E + e] == 1000.0 * idx[i] + 10 * j + e;
+    }
+    EXPECT(ok);
+    free(back);
+  }
+  free(got_len);
+  free(idx);
+  free(mine);
+}
 int main(int argc, char **argv) {
   t_init(&argc, &argv);
   int32_t n = 0;
@@ -92,6 +137,7 @@ int main(int argc, char **argv) {
   EXPECT(t_rows_ok(back, 5, E, I, TAG, NULL, first));
   CHECK(dds_profile(s, "v", &c0));
   EXPECT(c0.calls - c1.calls == 1 && c0.rows - c1.rows == 5 && c0.rows_local - c1.rows_local == 5);
+  ragged(s, 1);
   CHECK(dds_destroy(s));
   unsetenv("DDSTORE_GPU_STAGING_BYTES");
   /* staging refused */
@@ -103,6 +149,7 @@ int main(int argc, char **argv) {
   EXPECT(info.device_path == DDS_PATH_REFUSED);
   EXPECT_ERR(dds_get(s, "v", d, rb, 0, 1), DDS_ERR_GPU, t_method() ? "FI_HMEM" : "method=1 or 2");
   EXPECT_ERR(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total), DDS_ERR_GPU, "GPU destination");
+  ragged(s, 0);
   CHECK(dds_get(s, "v", h, rb, 0, 1));
   CHECK(dds_destroy(s));
   unsetenv("DDSTORE_GPU_STAGING");

@@ -114,7 +114,7 @@ impl Store {
 
     /// Refuses device memory when staging is off and GPUDirect does not
     /// serve it.
-    fn check_staging(&self, role: &str, name: &str) -> Result<()> {
+    pub(super) fn check_staging(&self, role: &str, name: &str) -> Result<()> {
         if self.gpu.staging {
             return Ok(());
         }
@@ -137,7 +137,7 @@ impl Store {
         bail!(Gpu, "GPU {role} buffer for variable '{name}' {how}, and DDSTORE_GPU_STAGING=0 forbids staging through host memory")
     }
 
-    fn rocm_unstaged(role: &str, name: &str) -> crate::error::Error {
+    pub(super) fn rocm_unstaged(role: &str, name: &str) -> crate::error::Error {
         err!(
             Gpu,
             "GPU {role} buffer for variable '{name}' is ROCm memory: this build classifies it but cannot copy it yet"
@@ -327,7 +327,7 @@ impl Store {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn staged_cap(
+    pub(super) fn staged_cap(
         &self,
         dev: i32,
         dst: *mut u8,

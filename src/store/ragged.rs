@@ -260,6 +260,45 @@ impl Store {
         Ok(())
     }
 
+    /// `get_ragged_batch` into CUDA memory of device `dev`: the samples are
+    /// read into a host buffer of `dst_bytes` (the size the caller's device
+    /// buffer has; the bytes needed are known only once the owners answer),
+    /// then copied to the device through the pinned bounce buffers of
+    /// fixed-row staged reads. A host buffer that cannot be allocated, or
+    /// staging turned off (`DDSTORE_GPU_STAGING=0`), fails this rank's part
+    /// of the read, which a collective read reports on every rank.
+    fn get_ragged_staged(
+        &self,
+        name: &str,
+        dev: i32,
+        dst: *mut u8,
+        dst_bytes: usize,
+        indices: Result<&[i64]>,
+        lengths: Option<&mut [i64]>,
+    ) -> Result<RaggedRead> {
+        let mut host: Vec<u8> = Vec::new();
+        let ready = self.check_staging("destination", name).and_then(|_| {
+            host.try_reserve_exact(dst_bytes).map_err(|_| {
+                err!(
+                    NoMemory,
+                    "ragged variable '{name}': cannot allocate {dst_bytes} bytes of host memory to stage a read into \
+                     device memory"
+                )
+            })
+        });
+        let (ptr, bytes) = if ready.is_ok() { (host.as_mut_ptr(), dst_bytes) } else { (std::ptr::null_mut(), 0) };
+        let r = self.get_ragged_batch(name, ptr, bytes, indices.and_then(|i| ready.map(|_| i)), lengths)?;
+        let n = r.bytes as usize;
+        // SAFETY: the read wrote the first n bytes of host's capacity.
+        let src = host.as_ptr();
+        self.staged_cap(dev, dst, n, 1, self.gpu.staging_bytes, None, |h, first, k| {
+            // SAFETY: [first, first + k) lies within the n bytes read; h holds k bytes.
+            unsafe { crate::copy::copy_rows(h, src.add(first), k) };
+            Ok(())
+        })?;
+        Ok(r)
+    }
+
     /// Reads samples `indices` (any order, repeats) back to back into
     /// `dst`, and their row counts into `lengths` when given. Collective in
     /// the method-0 collective batch mode (`indices` carries this rank's
@@ -273,19 +312,22 @@ impl Store {
         lengths: Option<&mut [i64]>,
     ) -> Result<RaggedRead> {
         self.check_running()?;
+        // A device destination: the same read (the same collective calls on
+        // every rank) into host memory, then staged to the device.
+        let kind = if dst_bytes > 0 { self.mem_kind(dst) } else { Ok(MemKind::Host) };
+        match kind {
+            Ok(MemKind::Host) => {}
+            Ok(MemKind::Cuda(dev)) => return self.get_ragged_staged(name, dev, dst, dst_bytes, indices, lengths),
+            Ok(MemKind::Rocm(_)) => {
+                let e = Self::rocm_unstaged("destination", name);
+                return self.get_ragged_batch(name, std::ptr::null_mut(), 0, indices.and(Err(e)), lengths);
+            }
+            Err(e) => return self.get_ragged_batch(name, std::ptr::null_mut(), 0, indices.and(Err(e)), lengths),
+        }
         let vars = self.vars.read();
-        let local = indices.and_then(|idx| {
-            // Device destinations are not staged for ragged reads yet.
-            if dst_bytes > 0 && self.mem_kind(dst)? != MemKind::Host {
-                bail!(
-                    Unsupported,
-                    "ragged variable '{name}': the destination is device memory; ragged reads need a host destination"
-                );
-            }
-            match vars.get(name) {
-                Some(v) => Ok((v, idx)),
-                None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
-            }
+        let local = indices.and_then(|idx| match vars.get(name) {
+            Some(v) => Ok((v, idx)),
+            None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
         });
         let found = local.as_ref().ok().map(|&(v, idx)| (v, idx));
         let mut entries = Vec::new();
