@@ -180,7 +180,7 @@ typedef struct dds_options {
   // `DDS_GPU_OFF` (every buffer is host memory), `DDS_GPU_AUTO` (device
   // buffers are recognised when a GPU driver is present) or
   // `DDS_GPU_REQUIRE` (as auto; `dds_create` fails with DDS_ERR_GPU when no
-  // driver is usable). (Added in 0.2 with `gpu_staging`; callers built
+  // driver is usable). (A later field, with `gpu_staging`: callers built
   // against older headers pass a smaller `struct_size` and get the default.)
   int32_t gpu;
   // -1 (default: `DDSTORE_GPU_STAGING` decides), 1 to stage device
@@ -191,7 +191,7 @@ typedef struct dds_options {
   // rank calls, the same number of times, from one thread) or
   // `DDS_BATCH_ONESIDED` (pipelined passive-target gets: no matching calls,
   // thread-safe). Must be the same on every rank. Methods 1 and 2 are
-  // always one-sided. (Added in 0.3; older callers get the default.)
+  // always one-sided. (A later field: older callers get the default.)
   int32_t batch_mode;
 } dds_options;
 
@@ -218,13 +218,13 @@ typedef struct dds_var_info {
   char transport[64];
   // 1 when rows owned by ranks of this node are copied directly from
   // their shared memory (node-local reads, `DDSTORE_NODE_LOCAL`); 0 when
-  // only this rank's own rows are. (Added in 0.1; older callers pass a
-  // smaller `struct_size` and do not receive it.)
+  // only this rank's own rows are. (From here on, later fields: older
+  // callers pass a smaller `struct_size` and do not receive them.)
   int32_t node_local;
   // Ranks whose rows this rank copies directly, itself included (the
   // store's ranks on this node when `node_local` is 1, else 1).
   int32_t node_ranks;
-  // How rows reach device destinations: `DDS_PATH_*`. (Added in 0.2.)
+  // How rows reach device destinations: `DDS_PATH_*`.
   int32_t device_path;
   // 1 for a ragged variable (`dds_add_ragged`): its rows are the
   // samples' rows back to back, `total_rows` and `local_rows` count
@@ -268,7 +268,7 @@ typedef struct dds_counters {
   // Time waiting for completions.
   uint64_t cq_ns;
   // Method-0 collective batches: bytes of requests (per-peer counts and
-  // row indices) this rank sent to other ranks. (Added in 0.3; older
+  // row indices) this rank sent to other ranks. (A later field: older
   // callers pass a smaller `struct_size` and do not receive it.)
   uint64_t req_bytes_sent;
   // Method-0 collective batches: bytes of requests this rank received
