@@ -170,18 +170,16 @@ fuzz:
 
 # /dev/shm is listed before and checked after: nothing the suite created
 # (node-local segments, libfabric shm regions) may be left behind.
+# Each stage prints when it starts, so a slow CI run shows where the time went.
+TEST_STAGES = test-rust test-c test-openmpi test-sanitize test-python test-staged test-rocm test-docs fuzz
 test: deps
 	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-test.txt
-	$(MAKE) --no-print-directory test-rust
-	$(MAKE) --no-print-directory test-c
-	$(MAKE) --no-print-directory test-openmpi
-	$(MAKE) --no-print-directory test-sanitize
-	$(MAKE) --no-print-directory test-python
-	$(MAKE) --no-print-directory test-staged
-	$(MAKE) --no-print-directory test-rocm
-	$(MAKE) --no-print-directory test-docs
-	$(MAKE) --no-print-directory fuzz
+	@for stage in $(TEST_STAGES); do \
+	  echo "=== make $$stage (started $$(date -u +%H:%M:%S))"; \
+	  $(MAKE) --no-print-directory $$stage || exit 1; \
+	done
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-test.txt
+	@echo "=== make test passed ($$(date -u +%H:%M:%S))"
 
 demo: deps install-test-prefix
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
