@@ -6,7 +6,7 @@
 use std::os::raw::{c_char, c_void};
 
 use super::types::{dds_status, dds_store};
-use super::{guard, in_bytes, name_arg, out_ptr, store_of};
+use super::{guard, in_bytes, name_arg, store_of};
 use crate::error::{bail, Result};
 use crate::store::RaggedSpec;
 
@@ -137,13 +137,8 @@ unsafe fn batch_body(
     bytes_read: *mut usize,
 ) -> Result<()> {
     let s = store_of(store)?;
-    let name_res = name_arg(name);
-    let checked = (|| {
-        name_res.as_ref().map_err(|e| e.clone())?;
-        let idx = i64_array("indices", indices, n)?;
-        Ok((idx, out_ptr("dst", dst, dst_bytes)?))
-    })();
-    let name = name_res.unwrap_or("");
+    // The checks (and messages) of dds_get_batch.
+    let (name, checked) = super::reads::batch_args(name, dst, dst_bytes, indices, n, || Ok(()));
     let (idx, d) = match checked {
         Ok(v) => v,
         Err(e) => return s.get_ragged_batch(name, std::ptr::null_mut(), 0, Err(e), None).map(|_| ()),
