@@ -94,7 +94,13 @@ int overlap_check(FILE *out) {
       o.batch_mode = m->batch_mode;
       o.fabric_provider = m->provider;
       dds_store *s = NULL;
+      /* One-sided method-0 reads need the owner's MPI progress while it
+       * computes (MPICH over UCX shared memory): the store's progress
+       * thread (docs/environment.md, DDSTORE_MPI_PROGRESS). */
+      int progress = m->method == DDS_METHOD_MPI && m->batch_mode == DDS_BATCH_ONESIDED;
+      if (progress) setenv("DDSTORE_MPI_PROGRESS", "1", 1);
       dds_status st = dds_create_comm(MPI_COMM_WORLD, &o, &s);
+      if (progress) unsetenv("DDSTORE_MPI_PROGRESS");
       if (st != DDS_OK) {
         if (me == 0) printf("  %-13s %7lld B: skipped (%s)\n", m->label, (long long)rb, dds_last_error());
         continue;

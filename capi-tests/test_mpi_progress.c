@@ -8,7 +8,7 @@
  * up (and the test would fail). No time is measured: the guard is a hang
  * bound only.
  *
- *   mpiexec -n 2 test_mpi_progress            (one-sided batch mode: thread on by default)
+ *   DDSTORE_MPI_PROGRESS=1 mpiexec -n 2 test_mpi_progress   (one-sided batch mode)
  *   DDSTORE_MPI_PROGRESS=1 ... test_mpi_progress collective
  *   ... test_mpi_progress config              (the setting's errors, on every rank)
  */

@@ -110,9 +110,9 @@ pub struct Config {
     pub progress_sleep_us: u64,
     /// `DDSTORE_MPI_PROGRESS`: a method-0 store's progress thread, which
     /// lets MPI serve other ranks' passive-target reads of this rank's
-    /// shards while the caller makes no MPI call. `None` (auto, default): on
-    /// in the one-sided batch mode with MPI_THREAD_MULTIPLE.
-    pub mpi_progress: Option<bool>,
+    /// shards while the caller makes no MPI call (default off: see
+    /// backend/rma_progress.rs for why it is not on by default).
+    pub mpi_progress: bool,
     /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
     /// straight from their shared-memory shards (default on; `0` turns it off).
     pub node_local: bool,
@@ -187,11 +187,7 @@ impl Config {
                 text("DDSTORE_PROGRESS_SLEEP_US"),
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
-            mpi_progress: match text("DDSTORE_MPI_PROGRESS") {
-                Some(v) if v.trim().eq_ignore_ascii_case("auto") => None,
-                None => None,
-                v => Some(switch("DDSTORE_MPI_PROGRESS", v, false)?),
-            },
+            mpi_progress: switch("DDSTORE_MPI_PROGRESS", text("DDSTORE_MPI_PROGRESS"), false)?,
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
             node_local_width: ranks("DDSTORE_NODE_LOCAL_WIDTH", text("DDSTORE_NODE_LOCAL_WIDTH"))?,
             gpu: match text("DDSTORE_GPU") {
@@ -290,10 +286,9 @@ mod tests {
         assert!(c.fabric.is_none());
         assert_eq!(c.progress_sleep_us, DEFAULT_PROGRESS_SLEEP_US);
         assert!(!c.fabric_local_mr);
-        assert_eq!(c.mpi_progress, None);
-        assert_eq!(parse(&[("DDSTORE_MPI_PROGRESS", " Auto ")]).unwrap().mpi_progress, None);
-        assert_eq!(parse(&[("DDSTORE_MPI_PROGRESS", "on")]).unwrap().mpi_progress, Some(true));
-        assert_eq!(parse(&[("DDSTORE_MPI_PROGRESS", "0")]).unwrap().mpi_progress, Some(false));
+        assert!(!c.mpi_progress);
+        assert!(parse(&[("DDSTORE_MPI_PROGRESS", "on")]).unwrap().mpi_progress);
+        assert!(!parse(&[("DDSTORE_MPI_PROGRESS", "0")]).unwrap().mpi_progress);
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "sometimes")]).unwrap_err().msg.contains("DDSTORE_MPI_PROGRESS"));
         assert!(c.node_local);
         assert!(!parse(&[("DDSTORE_NODE_LOCAL", "0")]).unwrap().node_local);

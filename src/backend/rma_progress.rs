@@ -10,8 +10,15 @@
 //! compute"). So a one-sided method-0 store keeps a thread that calls
 //! `MPI_Iprobe` on a private communicator, then sleeps
 //! `DDSTORE_PROGRESS_SLEEP_US` (as the fabric's serving thread does): never a
-//! spin that takes a core. It needs MPI_THREAD_MULTIPLE; `DDSTORE_MPI_PROGRESS`
-//! turns it on or off (see config.rs for the default).
+//! spin that takes a core. It needs MPI_THREAD_MULTIPLE.
+//!
+//! It is off unless `DDSTORE_MPI_PROGRESS=1`, because it cannot be made safe
+//! for a store still alive when the caller calls `MPI_Finalize`: MPICH turns
+//! its locks into no-ops early in `MPI_Finalize`, before the attribute
+//! callback that lets the library stop the thread, so a probe in flight at
+//! that instant leaves a lock held and finalisation aborts ("pthread_mutex_destroy:
+//! Device or resource busy"; 1 exit in 40 here with the default sleep, 1 in
+//! 20 at 1 us). With the thread on, destroy the store before MPI_Finalize.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,36 +31,40 @@ use crate::mpi::Comm;
 pub struct RmaProgress {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
+    /// The private communicator probed; freed by the thread that stops the
+    /// progress thread (the caller's, inside the finalize hook or
+    /// `dds_destroy`), never by the progress thread itself.
+    probe: Option<Arc<Comm>>,
 }
 
 impl RmaProgress {
     /// Collective over `comm` (its private duplicate is made here).
     pub fn start(comm: &Comm, sleep: Duration) -> Result<RmaProgress> {
-        let probe = comm.dup()?;
+        let probe = Arc::new(comm.dup()?);
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (flag, mine) = (stop.clone(), probe.clone());
         let handle = std::thread::Builder::new()
             .name("ddstore-mpi-progress".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    probe.poke_progress();
+                while !flag.load(Ordering::Acquire) {
+                    mine.poke_progress();
                     std::thread::sleep(sleep);
                 }
-                // The duplicate is freed by the thread that used it, while
-                // MPI runs (stop() is called before MPI_Finalize).
-                drop(probe);
             })
             .map_err(|e| err!(NoMemory, "cannot start the MPI progress thread: {e}"))?;
-        Ok(RmaProgress { stop, handle: Some(handle) })
+        Ok(RmaProgress { stop, handle: Some(handle), probe: Some(probe) })
     }
 
-    /// Stops the thread and waits for it (before the store's communicators
-    /// and windows go, and before MPI_Finalize).
+    /// Stops the thread, waits for it, then frees its communicator (before
+    /// the store's communicators and windows go, and before MPI_Finalize
+    /// goes on: see the finalize hook).
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+        // The thread's reference went with it: this is the last one.
+        self.probe.take();
     }
 }
 

@@ -241,13 +241,12 @@ impl Store {
         // Agreed, so that every rank runs the thread or none does (it is
         // collective to start: a private duplicate of the communicator).
         let progress_wanted = match (method, cfg.mpi_progress) {
-            (Method::Mpi, Some(true)) if mpi_lock.is_some() => Err(err!(
+            (Method::Mpi, true) if mpi_lock.is_some() => Err(err!(
                 InvalidArgument,
                 "DDSTORE_MPI_PROGRESS=1 needs MPI initialised with MPI_THREAD_MULTIPLE (the thread calls MPI \
                  beside the caller's calls)"
             )),
-            (Method::Mpi, Some(on)) => Ok(on),
-            (Method::Mpi, None) => Ok(cfg.batch_mode == BatchMode::Onesided && mpi_lock.is_none()),
+            (Method::Mpi, on) => Ok(on),
             _ => Ok(false),
         };
         let mpi_progress = if agree(&comm, progress_wanted)? {
