@@ -2,7 +2,7 @@
  *
  * DDSTORE_BATCH_MODE (collective, the default, or onesided) selects the mode
  * of the stores t_store makes; DDSTORE_NODE_LOCAL on or off. Runs at 2, 4, 8
- * and 16 ranks.
+ * and 16 ranks (16: by hand; make test runs 2, 4 and 8).
  *
  * Collective mode: batches of B = 128 random 64-byte rows (fixed seeds), and
  * the request bytes each rank sent and received (dds_counters.req_bytes_*),
