@@ -185,11 +185,6 @@ static double own_cpu(void) {
          1e-6 * (double)u.ru_stime.tv_usec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* ------------------------------------------------------------------ methods */
 
 /* Backends to benchmark. Each is probed with dds_create: DDS_ERR_UNSUPPORTED
@@ -549,7 +544,7 @@ static void finish(bench_ctx *c, group_item *it, const char *const *floors, int 
   }
 
   int n = g_opt.repeats;
-  qsort(it->per, (size_t)n, sizeof(double), cmp_double);
+  qsort(it->per, (size_t)n, sizeof(double), bench_cmp_double);
   bench_stats s = {.med = n % 2 ? it->per[n / 2] : 0.5 * (it->per[n / 2 - 1] + it->per[n / 2]),
                    .min = it->per[0], .max = it->per[n - 1], .calls = it->calls, .repeats = n, .verified = ok};
   free(it->per);

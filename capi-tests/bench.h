@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ddstore.h"
 
@@ -156,5 +157,15 @@ int mem_check(FILE *out);
 int overlap_check(FILE *out);
 /* bench_ragged.c: ragged batches against fixed rows, and metadata per rank (--ragged). */
 int ragged_check(FILE *out);
+
+/* qsort order of doubles, and the median of v[0..n) (sorts v). */
+static inline int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static inline double bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 #endif

@@ -39,16 +39,6 @@ static void sleep_s(double s) {
   nanosleep(&ts, NULL);
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Seconds per step of OV_STEPS steps (max over ranks); `ahead` 0: blocking. */
 static double loop(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, double T, int ahead, int *bad) {
   size_t bytes = (size_t)(OV_BATCH * rb);
@@ -128,7 +118,7 @@ int overlap_check(FILE *out) {
         TRY(dds_get_batch(s, "v", bufs[0], (size_t)(OV_BATCH * rb), order[k], OV_BATCH));
         r[k] = now_s() - t0;
       }
-      double R = median(r + 4, OV_STEPS - 4), Rmax;
+      double R = bench_median(r + 4, OV_STEPS - 4), Rmax;
       MPI_Allreduce(&R, &Rmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       double T = Rmax;
       int bad = 0;
@@ -138,7 +128,7 @@ int overlap_check(FILE *out) {
         plain[rep] = loop(s, bufs, order, rb, T, 0, &bad);
         ahead[rep] = loop(s, bufs, order, rb, T, 1, &bad);
       }
-      double p = median(plain, OV_REPEATS), a = median(ahead, OV_REPEATS), step = median(alone, OV_REPEATS);
+      double p = bench_median(plain, OV_REPEATS), a = bench_median(ahead, OV_REPEATS), step = bench_median(alone, OV_REPEATS);
       double target = 1.15 * (step > Rmax ? step : Rmax);
       int allbad = 0;
       MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

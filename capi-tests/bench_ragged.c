@@ -42,16 +42,6 @@ static const rg_method RG_METHODS[] = {
     {"mpi+local", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL, "1"},
 };
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static uint64_t next(uint64_t *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;
@@ -201,7 +191,7 @@ int ragged_check(FILE *out) {
       int allbad = 0;
       MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
       failed |= allbad != 0;
-      double r = median(tr, RG_REPEATS), f = median(tf, RG_REPEATS);
+      double r = bench_median(tr, RG_REPEATS), f = bench_median(tf, RG_REPEATS);
       double rbytes = (double)ragged_bytes / RG_BATCHES, fbytes = (double)(RG_BATCH * fixed_rb);
       double ratio = (r / rbytes) / (f / fbytes);
       if (me == 0) {
