@@ -1,5 +1,5 @@
 /* Method 0: a passive-target read completes while its owner makes no MPI
- * call (backend::rma_progress). Rank 0 reads rank 1's rows with dds_get and
+ * call (transport::rma_progress). Rank 0 reads rank 1's rows with dds_get and
  * a one-sided dds_get_batch while rank 1 makes no MPI call at all: it waits
  * for a file that rank 0 creates once its reads are in and verified. Where
  * the MPI serves such reads only inside the owner's MPI calls (MPICH over

@@ -9,7 +9,7 @@ use crate::error::{bail, Result};
 /// How a method-0 batch moves the rows that travel (`DDSTORE_BATCH_EXCHANGE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exchange {
-    /// `SendRecv` for rows of at least `backend::rma::SENDRECV_MIN_ROW_BYTES`, else `Alltoallv`.
+    /// `SendRecv` for rows of at least `transport::exchange::SENDRECV_MIN_ROW_BYTES`, else `Alltoallv`.
     Auto,
     /// Owners pack rows into one buffer per requester; one `MPI_Alltoallv`
     /// per round; requesters reorder when the rows arrive grouped by owner.
@@ -111,7 +111,7 @@ pub struct Config {
     /// `DDSTORE_MPI_PROGRESS`: a method-0 store's progress thread, which
     /// lets MPI serve other ranks' passive-target reads of this rank's
     /// shards while the caller makes no MPI call (default off: see
-    /// backend/rma_progress.rs for why it is not on by default).
+    /// transport/rma_progress.rs for why it is not on by default).
     pub mpi_progress: bool,
     /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
     /// straight from their shared-memory shards (default on; `0` turns it off).

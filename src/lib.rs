@@ -10,10 +10,12 @@
 //!   and a panic boundary around every entry point;
 //! - [`store`]: a store's communicator, its registry of variables, dispatch,
 //!   and the agreement that makes collective calls fail on all ranks together;
-//! - [`var`], [`layout`], [`shard`]: one variable's shape, row ownership and memory;
-//! - [`backend`]: transports (method 0: MPI RMA and the collective exchange;
-//!   methods 1 and 2: libfabric; node-local shared memory; the method-2
-//!   hand-shake format);
+//! - [`var`]: one registered variable (shape, checks, its transport);
+//!   [`handshake`]: the method-2 record format (pure: no MPI, no libfabric);
+//! - [`transport`]: moving rows between ranks (method 0: MPI windows and
+//!   the collective exchange; methods 1 and 2: libfabric; node-local shared
+//!   memory);
+//! - [`layout`], [`shard`]: row ownership and shard memory;
 //! - [`mpi`]: small wrappers over mpi-sys; [`gpu`]: device memory
 //!   (classification, staging);
 //! - leaves: [`config`] (environment variables), [`error`] (the status list),
@@ -21,17 +23,18 @@
 //!
 //! docs/architecture.md has the map, a read's path and the one-source lists.
 
-pub mod backend;
 #[allow(non_camel_case_types, clippy::missing_safety_doc)]
 pub mod capi;
 pub mod config;
 pub mod copy;
 pub mod error;
 pub(crate) mod gpu;
+pub mod handshake;
 pub mod hash;
 pub mod layout;
 pub(crate) mod mpi;
 pub(crate) mod profile;
 pub(crate) mod shard;
 pub(crate) mod store;
+pub mod transport;
 pub(crate) mod var;

@@ -314,7 +314,7 @@ impl Comm {
 
     /// One turn of MPI's progress engine: an `MPI_Iprobe` on this
     /// communicator, on which nothing is ever sent (see
-    /// backend::rma_progress). Needs MPI_THREAD_MULTIPLE when other threads
+    /// transport::rma_progress). Needs MPI_THREAD_MULTIPLE when other threads
     /// call MPI.
     pub fn poke_progress(&self) {
         let mut flag: c_int = 0;

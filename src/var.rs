@@ -1,11 +1,11 @@
 //! A registered variable: its shape, who holds which rows, this rank's shard,
-//! the backend state that serves remote readers, and its counters.
+//! the transport state that serves remote readers, and its counters.
 
 use parking_lot::Mutex;
 
-use crate::backend::fabric::FabricVar;
-use crate::backend::local::Near;
-use crate::backend::rma::RmaVar;
+use crate::transport::fabric::FabricVar;
+use crate::transport::local::Near;
+use crate::transport::mpi_rma::RmaVar;
 use crate::error::{bail, Result};
 use crate::layout::Layout;
 use crate::profile::Counters;

@@ -15,8 +15,8 @@ use std::ptr;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-use ddstore::backend::fabric::domain::{Fabric, FabricConfig};
-use ddstore::backend::fabric::mr::{Mr, SHARD_ACCESS};
+use ddstore::transport::fabric::domain::{Fabric, FabricConfig};
+use ddstore::transport::fabric::mr::{Mr, SHARD_ACCESS};
 use libfabric_sys::*;
 
 #[derive(Debug, PartialEq, Clone, Copy)]

@@ -6,7 +6,7 @@
 //! repaired, which lets the fuzzer reach the fields behind them.
 #![no_main]
 
-use ddstore::backend::split::{parse, serialize, Expect, Record};
+use ddstore::handshake::{parse, serialize, Expect, Record};
 use ddstore::hash::fnv1a;
 use ddstore::error::Kind;
 use libfuzzer_sys::fuzz_target;

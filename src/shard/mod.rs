@@ -4,7 +4,7 @@
 //! when allocated (as the allocator's zeroed path does for this alignment), so
 //! its pages are resident from `dds_init` on.
 //!
-//! With node-local reads on (see `backend::local`), the block is instead a
+//! With node-local reads on (see `transport::local`), the block is instead a
 //! POSIX shared-memory segment (`segment.rs`: `shm_open` + `mmap`), so the ranks of the same
 //! node can map it read-only and copy rows straight out of it. It is still the
 //! only copy of the shard: the same pages back the MPI window or the fabric

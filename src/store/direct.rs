@@ -67,7 +67,7 @@ impl Store {
                 Err(e) => return Ok(Some(e)),
             };
             let rb = v.row_bytes as usize;
-            let mut ops: Vec<crate::backend::fabric::Op> = Vec::with_capacity(idx.len());
+            let mut ops: Vec<crate::transport::fabric::Op> = Vec::with_capacity(idx.len());
             for (i, &g) in idx.iter().enumerate() {
                 let (owner, local) = v.layout.owner(g);
                 let off = local as u64 * v.row_bytes;
@@ -85,7 +85,7 @@ impl Store {
     }
 }
 
-fn fabric_of(v: &Variable) -> Result<&crate::backend::fabric::FabricVar> {
+fn fabric_of(v: &Variable) -> Result<&crate::transport::fabric::FabricVar> {
     match &v.transport {
         Transport::Fabric(f) => Ok(f),
         Transport::Rma(_) => bail!(Internal, "variable '{}': a GPUDirect read needs a fabric transport", v.name),

@@ -1,5 +1,5 @@
 //! The store: one communicator (or group of it), its registry of variables,
-//! and dispatch of every operation to the layout and the backend.
+//! and dispatch of every operation to the layout and the transports.
 //!
 //! Collective operations first agree on whether every rank's arguments are
 //! valid (`agree`), so a bad argument on one rank fails the call on all ranks
@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
-use crate::backend::local::{Near, NodeMap};
-use crate::backend::rma::{self, GetOp, RmaVar, Scratch, Source};
-use crate::backend::rma_progress::RmaProgress;
+use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
+use crate::transport::local::{Near, NodeMap};
+use crate::transport::exchange::{self, Scratch, Source};
+use crate::transport::mpi_rma::{GetOp, RmaVar};
+use crate::transport::rma_progress::RmaProgress;
 use crate::config::BatchMode;
 use crate::config::Config;
 use crate::copy::copy_rows;
@@ -153,7 +154,7 @@ pub struct Store {
     /// caller's collectives.
     async_comm: Option<Comm>,
     /// Method 0: the thread that lets MPI serve peers' passive-target reads
-    /// while this rank's caller makes no MPI call (backend::rma_progress).
+    /// while this rank's caller makes no MPI call (transport::rma_progress).
     mpi_progress: Mutex<Option<RmaProgress>>,
 }
 
@@ -604,7 +605,7 @@ impl Store {
     }
 
     /// Method 0, collective batch mode: the sparse exchange of requests and
-    /// the rounds of rows (backend::rma).
+    /// the rounds of rows (transport::exchange).
     fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
@@ -639,9 +640,9 @@ impl Store {
         let plan = match (&local, &range) {
             (Ok((v, idx)), None) => {
                 let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
-                rma::plan(&src, cap, p as usize, idx, scratch)
+                exchange::plan(&src, cap, p as usize, idx, scratch)
             }
-            _ => rma::Plan::default(),
+            _ => exchange::Plan::default(),
         };
         let mut flags =
             [if local.is_err() { me } else { p }, fp, !fp, if range.is_some() { me } else { p }, -plan.rounds];
@@ -679,12 +680,12 @@ impl Store {
         let mut t = Timer::start(self.cfg.profile);
         let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
         // SAFETY: the caller's promise.
-        unsafe { rma::copy_direct(&src, dst, scratch) };
+        unsafe { exchange::copy_direct(&src, dst, scratch) };
         // Rounds are agreed: a rank with nothing to read still serves.
         if rounds > 0 {
             let cap = self.cfg.alltoall_max_bytes;
             // SAFETY: as above.
-            let req = unsafe { rma::exchange(comm, &src, cap, self.cfg.batch_exchange, rounds, dst, scratch)? };
+            let req = unsafe { exchange::exchange(comm, &src, cap, self.cfg.batch_exchange, rounds, dst, scratch)? };
             v.counters.requests(req.sent, req.recv);
         }
         t.lap(&v.counters.read_ns);
@@ -867,7 +868,7 @@ pub(crate) fn check_nic_map(option: Option<&str>, env: Option<&str>) -> Result<(
         (None, Some(m)) => (m, "DDSTORE_NIC_MAP"),
         (None, None) => return Ok(()),
     };
-    match crate::backend::fabric::select::parse_nic_map_from(map, source) {
+    match crate::transport::fabric::select::parse_nic_map_from(map, source) {
         Ok(_) => Ok(()),
         Err(e) => bail!(InvalidArgument, "{e} (in {source}={map:?})"),
     }

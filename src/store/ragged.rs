@@ -13,12 +13,13 @@
 //! fixed-row batch: collective or one-sided, as the store's batch mode),
 //! then the payload ranges: one-sided transports post one read per sample
 //! (adjacent ones merged), same-node samples are copied, and the method-0
-//! collective mode moves the ranges by `backend::ranges`.
+//! collective mode moves the ranges by `transport::ranges`.
 
 use std::collections::BTreeMap;
 
-use crate::backend::ranges::{self, Range};
-use crate::backend::rma::{GetOp, Scratch};
+use crate::transport::ranges::{self, Range};
+use crate::transport::exchange::Scratch;
+use crate::transport::mpi_rma::GetOp;
 use crate::copy::copy_rows;
 use crate::error::{bail, err, Result};
 use crate::gpu::MemKind;
@@ -449,7 +450,7 @@ impl Store {
     }
 
     /// Method-0 collective payload moves: same-node samples copied, the
-    /// others by the agreed rounds of `backend::ranges`. `checked` is this
+    /// others by the agreed rounds of `transport::ranges`. `checked` is this
     /// rank's destination check (its rows); one all-reduce agrees on it, on
     /// samples too long for a round, and on the number of rounds, before
     /// any byte moves. Returns (rows, rows copied directly).

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::{Method, Store};
-use crate::backend::rma::Scratch;
+use crate::transport::exchange::Scratch;
 use crate::error::{bail, err, Error, Result};
 use crate::gpu::{self, MemKind, Mode};
 

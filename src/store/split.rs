@@ -2,7 +2,7 @@
 //! variable and withdraws it when the variable is freed; extra members
 //! create a store without a communicator, join records and read over the
 //! fabric exactly as method 1 does. The file format lives in
-//! `backend::split`.
+//! `handshake`.
 //!
 //! A child module of `store`, so it sees the store's fields.
 
@@ -15,10 +15,10 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use super::{fingerprint, validate_shape, Method, Options, Shape, Store};
-use crate::backend::fabric::{Fabric, FabricConfig, FabricVar};
-use crate::backend::local::{Near, NodeMap};
-use crate::backend::rma::Scratch;
-use crate::backend::split::{self as hs, Expect, RankRecord, Record};
+use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
+use crate::transport::local::{Near, NodeMap};
+use crate::transport::exchange::Scratch;
+use crate::handshake::{self as hs, Expect, RankRecord, Record};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
 use crate::layout::Layout;

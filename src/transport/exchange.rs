@@ -1,7 +1,5 @@
-//! Method 0: MPI one-sided reads, the sparse collective batch exchange, and
-//! the one-sided (pipelined-get) batch.
-//!
-//! Single reads (`dds_get`) are passive-target gets on the variable's window.
+//! Method 0, collective batch mode: the sparse two-sided exchange of
+//! requests and rows (every rank of the store calls it).
 //!
 //! Collective batches keep DDStore 3.0's semantics (every rank calls, rows
 //! move in rounds that bound what a rank receives per round,
@@ -15,116 +13,22 @@
 //! docs/performance.md explains the choice over NBX and neighbourhood
 //! collectives. Refinements over DDStore that stay:
 //! - rows owned by the rank itself or by a rank of the same node (node-local
-//!   reads, see `backend::local`) are copied directly; they never travel
+//!   reads, see `transport::local`) are copied directly; they never travel
 //!   and do not count against the cap;
 //! - large rows travel as one message each, from the owner's shard straight
 //!   into the destination (`Exchange::SendRecv`), instead of being packed
 //!   and reordered around an `MPI_Alltoallv`;
 //! - with `MPI_Alltoallv`, a list already grouped by owner lands in place.
-//!
-//! One-sided batches (`DDSTORE_BATCH_MODE=onesided`) need no other rank:
-//! every travelling row is a passive-target `MPI_Get` inside the window's
-//! permanent `lock_all` epoch, adjacent rows merged into one get, at most
-//! `MAX_GETS_IN_FLIGHT` gets outstanding before a flush of the targets
-//! they touched.
 
 use std::os::raw::c_int;
 
-use crate::backend::local::Near;
 use crate::config::Exchange;
 use crate::copy::copy_rows;
 use crate::error::{bail, Result};
 use crate::layout::{round_slice, rows_per_round, Layout};
-use crate::mpi::{exclusive_prefix, Comm, Datatype, Window};
+use crate::mpi::{exclusive_prefix, Comm, Datatype};
 use crate::shard::Shard;
-
-/// A variable's method-0 state: its window.
-pub struct RmaVar {
-    win: Window,
-}
-
-/// One get of a one-sided batch: `len` bytes at byte `offset` of `owner`'s
-/// shard into `dst`.
-#[derive(Clone, Copy, Debug)]
-pub struct GetOp {
-    pub owner: usize,
-    pub offset: u64,
-    pub dst: *mut u8,
-    pub len: usize,
-}
-
-impl GetOp {
-    /// Grows this get by `len` bytes when the next row continues it both at
-    /// the owner and in the destination (a sorted run).
-    #[inline]
-    pub fn extend(&mut self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> bool {
-        let next = self.len as u64;
-        if owner == self.owner && offset == self.offset + next && dst == self.dst.wrapping_add(self.len) {
-            self.len += len;
-            return true;
-        }
-        false
-    }
-}
-
-/// Gets posted before the targets they touched are flushed: bounds what
-/// the MPI library has to track for one batch, while keeping the pipeline
-/// deep enough that a batch of 128 small rows is one flush.
-pub const MAX_GETS_IN_FLIGHT: usize = 256;
-
-impl RmaVar {
-    /// Collective: exposes `shard` to the ranks of `comm`.
-    pub fn new(shard: &Shard, comm: &Comm) -> Result<RmaVar> {
-        Ok(RmaVar { win: Window::create(shard.as_ptr(), shard.len(), comm)? })
-    }
-
-    /// Reads `len` bytes at `offset` of `owner`'s shard into `dst`.
-    pub fn read(&self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
-        self.win.get(dst, len, owner, offset)
-    }
-
-    /// One-sided batch: posts the gets of `ops`, at most
-    /// `MAX_GETS_IN_FLIGHT` at a time, each group followed by one
-    /// `MPI_Win_flush` per target it touched (not `MPI_Win_flush_all`, which
-    /// MPICH 4.0.2 ch4:ucx completes early; see docs/performance.md). After
-    /// an error the gets already posted are still flushed, so none lands in
-    /// the destination after this returns. `touched` is scratch.
-    pub fn read_batch(&self, ops: &[GetOp], touched: &mut Vec<usize>) -> Result<()> {
-        for group in ops.chunks(MAX_GETS_IN_FLIGHT) {
-            touched.clear();
-            let mut posted = Ok(());
-            for op in group {
-                if let Err(e) = self.win.get_start(op.dst, op.len, op.owner, op.offset) {
-                    posted = Err(e);
-                    break;
-                }
-                if touched.last() != Some(&op.owner) {
-                    touched.push(op.owner);
-                }
-            }
-            touched.sort_unstable();
-            touched.dedup();
-            let mut flushed = Ok(());
-            for &t in touched.iter() {
-                if let Err(e) = self.win.flush(t) {
-                    flushed = flushed.and(Err(e));
-                }
-            }
-            posted.and(flushed)?;
-        }
-        Ok(())
-    }
-
-    /// Makes local stores visible to remote readers (epoch boundaries).
-    pub fn sync(&self) -> Result<()> {
-        self.win.sync()
-    }
-
-    /// Collective: frees the window.
-    pub fn free(&mut self) -> Result<()> {
-        self.win.free()
-    }
-}
+use crate::transport::local::Near;
 
 /// From this row size up, the two extra copies of `Alltoallv` (pack, then
 /// reorder) cost more than a message per row; below it, per-message
@@ -154,8 +58,6 @@ pub struct Scratch {
     /// Counts and displacements: 4 arrays of P.
     counts: Vec<c_int>,
     reqs: Vec<mpi_sys::MPI_Request>,
-    /// One-sided batches: the targets a group of gets touched.
-    pub touched: Vec<usize>,
 }
 
 // SAFETY: `MPI_Request` is an integer in MPICH but a pointer in Open MPI,

@@ -298,8 +298,8 @@ fn check(r: &Record, what: &str, want: &Expect) -> Result<()> {
         );
     }
     if let Some(p) = &want.provider {
-        let p = crate::backend::fabric::select::normalize_provider(p);
-        if !crate::backend::fabric::select::provider_matches(&p, &r.provider) {
+        let p = crate::transport::fabric::select::normalize_provider(p);
+        if !crate::transport::fabric::select::provider_matches(&p, &r.provider) {
             bail!(
                 Fabric,
                 "{what}: variable '{}' is served by libfabric provider '{}', but this extra member uses '{p}' \

@@ -3,7 +3,7 @@
 //!
 //! The requester already knows each sample's owner, its first row in the
 //! owner's payload shard and its row count (it read the samples' index
-//! entries first, by the fixed-row exchange of `backend::rma`). So both
+//! entries first, by the fixed-row exchange of `transport::exchange`). So both
 //! sides can size every message: per round one `MPI_Alltoall` of range
 //! counts, one `MPI_Alltoallv` of the ranges (16 bytes each, to their owners
 //! only), then one `MPI_Alltoallv` of the rows, packed by the owner in the
@@ -17,7 +17,7 @@
 
 use std::os::raw::c_int;
 
-use crate::backend::rma::SENDRECV_MIN_ROW_BYTES;
+use crate::transport::exchange::SENDRECV_MIN_ROW_BYTES;
 use crate::config::Exchange;
 use crate::copy::copy_rows;
 use crate::error::{bail, Result};
