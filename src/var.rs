@@ -3,19 +3,12 @@
 
 use parking_lot::Mutex;
 
-use crate::transport::fabric::FabricVar;
 use crate::transport::local::Near;
-use crate::transport::mpi_rma::RmaVar;
+use crate::transport::Transport;
 use crate::error::{bail, Result};
 use crate::layout::Layout;
 use crate::profile::Counters;
 use crate::shard::Shard;
-
-/// How remote rows of a variable are reached.
-pub enum Transport {
-    Rma(RmaVar),
-    Fabric(FabricVar),
-}
 
 pub struct Variable {
     pub name: String,
@@ -137,13 +130,7 @@ impl Variable {
     pub fn free(&mut self) -> Result<()> {
         // Index first: every rank frees in the same order.
         let index = self.ragged.as_mut().map_or(Ok(()), |r| r.index.free());
-        let payload = match &mut self.transport {
-            Transport::Rma(r) => r.free(),
-            Transport::Fabric(f) => {
-                f.free();
-                Ok(())
-            }
-        };
+        let payload = self.transport.free();
         index.and(payload)
     }
 }

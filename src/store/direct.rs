@@ -9,7 +9,8 @@
 
 use crate::error::{bail, Error, Result};
 use crate::gpu::direct::Iface;
-use crate::var::{Transport, Variable};
+use crate::transport::fabric::{FabricVar, Op};
+use crate::var::Variable;
 
 use super::Store;
 
@@ -67,7 +68,7 @@ impl Store {
                 Err(e) => return Ok(Some(e)),
             };
             let rb = v.row_bytes as usize;
-            let mut ops: Vec<crate::transport::fabric::Op> = Vec::with_capacity(idx.len());
+            let mut ops: Vec<Op> = Vec::with_capacity(idx.len());
             for (i, &g) in idx.iter().enumerate() {
                 let (owner, local) = v.layout.owner(g);
                 let off = local as u64 * v.row_bytes;
@@ -85,9 +86,9 @@ impl Store {
     }
 }
 
-fn fabric_of(v: &Variable) -> Result<&crate::transport::fabric::FabricVar> {
-    match &v.transport {
-        Transport::Fabric(f) => Ok(f),
-        Transport::Rma(_) => bail!(Internal, "variable '{}': a GPUDirect read needs a fabric transport", v.name),
+fn fabric_of(v: &Variable) -> Result<&FabricVar> {
+    match v.transport.fabric() {
+        Some(f) => Ok(f),
+        None => bail!(Internal, "variable '{}': a GPUDirect read needs a fabric transport", v.name),
     }
 }

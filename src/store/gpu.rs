@@ -405,10 +405,7 @@ impl Store {
     }
 
     fn caps_of(&self, v: &crate::var::Variable) -> Option<direct::Caps> {
-        match &v.transport {
-            crate::var::Transport::Fabric(f) => Some(f.fabric().caps),
-            crate::var::Transport::Rma(_) => None,
-        }
+        v.transport.fabric().map(|f| f.fabric().caps)
     }
 
     /// Where a refused GPUDirect registration sends the buffer (or the

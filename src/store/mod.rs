@@ -13,17 +13,17 @@ use parking_lot::{Mutex, RwLock};
 use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::transport::local::{Near, NodeMap};
 use crate::transport::exchange::{self, Scratch, Source};
-use crate::transport::mpi_rma::{GetOp, RmaVar};
+use crate::transport::mpi_rma::RmaVar;
 use crate::transport::rma_progress::RmaProgress;
 use crate::config::BatchMode;
 use crate::config::Config;
-use crate::copy::copy_rows;
 use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
 use crate::profile::{Snapshot, Timer};
 use crate::shard::Shard;
-use crate::var::{Transport, Variable};
+use crate::transport::{ReadCtx, Transport};
+use crate::var::Variable;
 
 mod split;
 use split::Split;
@@ -374,6 +374,8 @@ impl Store {
         // MPI may fail a window on some ranks only (Open MPI does, when no
         // one-sided component suits the window): every rank fails together.
         // A rank whose part succeeded leaks it: freeing is collective.
+        // (Store policy, not a transport match: the store's method picks
+        // the transport of every variable it registers.)
         let transport = match &self.fabric {
             Some(f) => FabricVar::new(f, &shard, &self.comm, self.shard_iface()).map(Transport::Fabric),
             None => RmaVar::new(&shard, &self.comm).map(Transport::Rma),
@@ -395,6 +397,11 @@ impl Store {
             recv: Mutex::new(Vec::new()),
             ragged: None,
         })
+    }
+
+    /// What `v`'s transport needs from the store for a read.
+    pub(crate) fn read_ctx<'a>(&'a self, v: &'a Variable) -> ReadCtx<'a> {
+        ReadCtx { counters: &v.counters, profile: self.cfg.profile, serial: self.mpi_lock.as_ref() }
     }
 
     /// Runs `f` on variable `name` under the registry's read lock.
@@ -455,21 +462,11 @@ impl Store {
             let mut t = Timer::start(self.cfg.profile);
             let offset = local as u64 * v.row_bytes;
             // SAFETY: dst holds dst_bytes; the rows lie inside the owner's shard (checked above).
-            let direct = unsafe { copy_near(v, owner, offset, dst, dst_bytes) };
+            let direct = unsafe { v.near.copy(owner, offset, dst, dst_bytes) };
             if direct {
                 t.lap(&v.counters.read_ns);
             } else {
-                match &v.transport {
-                    Transport::Rma(r) => {
-                        let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-                        r.read(owner, offset, dst, dst_bytes)?;
-                        t.lap(&v.counters.read_ns);
-                    }
-                    // The engine times its own phases (lock, mr, read, cq).
-                    Transport::Fabric(f) => {
-                        f.read(&[f.op(owner, offset, dst, dst_bytes)], dst, dst_bytes, &v.counters, self.cfg.profile)?
-                    }
-                }
+                v.transport.read_range(owner, offset, dst, dst_bytes, &self.read_ctx(v), &mut t)?;
             }
             Tally::record(tally, v, count as u64, if direct { count as u64 } else { 0 });
             Ok(())
@@ -571,35 +568,10 @@ impl Store {
         if idx.is_empty() {
             return Ok(());
         }
-        let local_rows = match &v.transport {
-            // The engine times its own phases (lock, mr, read, cq).
-            Transport::Fabric(f) => {
-                let mut ops = Vec::with_capacity(idx.len());
-                // Rows adjacent at the owner and in dst (sorted runs) become one read.
-                let local_rows = plan_onesided(v, dst, idx, |owner, off, at, rb| match ops.last_mut() {
-                    Some(last) if f.extends(last, owner, off, at) => last.len += rb,
-                    _ => ops.push(f.op(owner, off, at, rb)),
-                });
-                f.read(&ops, dst, dst_bytes, &v.counters, self.cfg.profile)?;
-                local_rows
-            }
-            Transport::Rma(r) => {
-                let mut t = Timer::start(self.cfg.profile);
-                let mut ops: Vec<GetOp> = Vec::new();
-                let local_rows = plan_onesided(v, dst, idx, |owner, offset, at, rb| {
-                    if !ops.last_mut().is_some_and(|last| last.extend(owner, offset, at, rb)) {
-                        ops.push(GetOp { owner, offset, dst: at, len: rb });
-                    }
-                });
-                if !ops.is_empty() {
-                    let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-                    let mut touched = Vec::new();
-                    r.read_batch(&ops, &mut touched)?;
-                }
-                t.lap(&v.counters.read_ns);
-                local_rows
-            }
-        };
+        let mut t = Timer::start(self.cfg.profile);
+        let mut reads = v.transport.reads();
+        let local_rows = plan_onesided(v, dst, idx, |owner, offset, at, rb| reads.push(owner, offset, at, rb));
+        reads.run(dst, dst_bytes, &self.read_ctx(v), &mut t)?;
         Tally::record(tally, v, idx.len() as u64, local_rows);
         Ok(())
     }
@@ -703,20 +675,16 @@ impl Store {
             // Staged device buffers are never transport destinations;
             // GPUDirect ones are registered with their memory interface.
             let how = self.recv_route(name, start as *const u8)?;
-            v.register_recv(start, len, || match (&v.transport, how) {
-                (Transport::Fabric(f), Some(hmem)) => f.register_recv(start, len, hmem),
-                _ => Ok(()),
+            v.register_recv(start, len, || match how {
+                Some(hmem) => v.transport.register_recv(start, len, hmem),
+                None => Ok(()),
             })
         })
     }
 
     pub fn unregister_recv(&self, name: &str, start: usize) -> Result<()> {
         self.with_var(name, |v| {
-            v.unregister_recv(start, || {
-                if let Transport::Fabric(f) = &v.transport {
-                    f.unregister_recv(start);
-                }
-            })
+            v.unregister_recv(start, || v.transport.unregister_recv(start))
         })
     }
 
@@ -730,10 +698,7 @@ impl Store {
                 row_bytes: v.row_bytes,
                 method: self.method,
                 n_ranks: v.layout.n_ranks(),
-                transport: match &v.transport {
-                    Transport::Rma(_) => "mpi-rma".to_string(),
-                    Transport::Fabric(f) => f.describe(),
-                },
+                transport: v.transport.describe(),
                 node_local: v.near.is_on(),
                 node_ranks: v.near.direct_ranks(),
                 device_path: self.device_path(v),
@@ -773,15 +738,9 @@ impl Store {
         // replaces the closing barrier, or the others would wait for it.
         let mut synced = Ok(());
         for v in self.vars.read().values() {
-            match &v.transport {
-                Transport::Rma(r) => {
-                    if let Err(e) = r.sync() {
-                        synced = Err(Error::new(e.kind, format!("variable '{}': {}", v.name, e.msg)));
-                        break;
-                    }
-                }
-                // Reads go to the shard memory itself: the agreement orders them.
-                Transport::Fabric(_) => {}
+            if let Err(e) = v.transport.sync() {
+                synced = Err(Error::new(e.kind, format!("variable '{}': {}", v.name, e.msg)));
+                break;
             }
         }
         agree(&self.comm, synced)?;
@@ -906,26 +865,6 @@ impl Tally {
     }
 }
 
-/// An empty read moves nothing, but its `start` must still name a place in
-/// the variable: [0, total rows] (the end included, as for a slice).
-/// Copies `len` bytes at `offset` of `owner`'s shard into `dst` when this
-/// rank maps that shard (its own, or a same-node peer's with node-local
-/// reads on); false when the bytes must travel by the transport.
-///
-/// # Safety
-/// `dst` is writable for `len` bytes, and `offset + len` lies inside the
-/// owner's shard.
-unsafe fn copy_near(v: &Variable, owner: usize, offset: u64, dst: *mut u8, len: usize) -> bool {
-    match v.near.src(owner) {
-        Some(base) => {
-            // SAFETY: the caller's contract.
-            unsafe { copy_rows(dst, base.add(offset as usize), len) };
-            true
-        }
-        None => false,
-    }
-}
-
 /// The plan of a one-sided batch, the same for every transport: row i of
 /// `dst` receives global row `idx[i]`, copied here when this rank maps its
 /// owner's shard, else handed to `remote(owner, offset, at, row_bytes)` for
@@ -940,7 +879,7 @@ fn plan_onesided(v: &Variable, dst: *mut u8, idx: &[i64], mut remote: impl FnMut
         // SAFETY: dst holds idx.len() rows and the row lies inside its
         // owner's shard (both checked by the caller).
         let at = unsafe { dst.add(i * rb) };
-        if unsafe { copy_near(v, owner, offset, at, rb) } {
+        if unsafe { v.near.copy(owner, offset, at, rb) } {
             local_rows += 1;
         } else {
             remote(owner, offset, at, rb);
@@ -949,6 +888,8 @@ fn plan_onesided(v: &Variable, dst: *mut u8, idx: &[i64], mut remote: impl FnMut
     local_rows
 }
 
+/// An empty read moves nothing, but its `start` must still name a place in
+/// the variable: [0, total rows] (the end included, as for a slice).
 fn check_empty_start(v: &Variable, start: i64) -> Result<()> {
     let total = v.layout.total();
     if !(0..=total).contains(&start) {

@@ -19,12 +19,12 @@ use std::collections::BTreeMap;
 
 use crate::transport::ranges::{self, Range};
 use crate::transport::exchange::Scratch;
-use crate::transport::mpi_rma::GetOp;
 use crate::copy::copy_rows;
 use crate::error::{bail, err, Result};
 use crate::gpu::MemKind;
 use crate::mpi::agree;
-use crate::var::{RaggedIndex, Transport, Variable, INDEX_ROW_BYTES};
+use crate::profile::Timer;
+use crate::var::{RaggedIndex, Variable, INDEX_ROW_BYTES};
 
 use super::{validate_shape, Shape, Store};
 
@@ -190,42 +190,23 @@ impl Store {
         out.resize(end, [0; 2]);
         let base = out.as_mut_ptr().cast::<u8>();
         let rb = INDEX_ROW_BYTES as usize;
-        let (mut gets, mut fops) = (Vec::new(), Vec::new());
-        let mut push = |owner: usize, offset: u64, at: *mut u8, len: usize| match &ix.transport {
-            Transport::Rma(_) => {
-                if !gets.last_mut().is_some_and(|last: &mut GetOp| last.extend(owner, offset, at, len)) {
-                    gets.push(GetOp { owner, offset, dst: at, len });
-                }
-            }
-            Transport::Fabric(f) => match fops.last_mut() {
-                Some(last) if f.extends(last, owner, offset, at) => last.len += len,
-                _ => fops.push(f.op(owner, offset, at, len)),
-            },
-        };
+        let mut reads = ix.transport.reads();
         for (&o, &(lo, at)) in &spans {
             let span = (owners[&o].1 - lo + 1) as usize;
             // SAFETY: out holds `end` entries; this span's are [at, at + span).
-            push(o, lo as u64 * INDEX_ROW_BYTES, unsafe { base.add(at * rb) }, span * rb);
+            reads.push(o, lo as u64 * INDEX_ROW_BYTES, unsafe { base.add(at * rb) }, span * rb);
         }
         for (i, &g) in idx.iter().enumerate() {
             let (o, l) = ix.layout.owner(g);
-            // SAFETY: entry i of out.
+            let offset = l as u64 * INDEX_ROW_BYTES;
+            // SAFETY: entry i of out; row l of the owner's index shard.
             let at = unsafe { base.add(i * rb) };
-            if let Some(src) = ix.near.src(o) {
-                // SAFETY: row l of the owner's index shard.
-                unsafe { copy_rows(at, src.add(l as usize * rb), rb) };
-            } else if !spans.contains_key(&o) {
-                push(o, l as u64 * INDEX_ROW_BYTES, at, rb);
+            if !unsafe { ix.near.copy(o, offset, at, rb) } && !spans.contains_key(&o) {
+                reads.push(o, offset, at, rb);
             }
         }
-        match &ix.transport {
-            Transport::Rma(r) if !gets.is_empty() => {
-                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-                r.read_batch(&gets, &mut Vec::new())?;
-            }
-            Transport::Fabric(f) => f.read(&fops, base, end * rb, &ix.counters, self.cfg.profile)?,
-            _ => {}
-        }
+        // Untimed: the payload read that follows is what a ragged read times.
+        reads.run(base, end * rb, &self.read_ctx(ix), &mut Timer::start(false))?;
         for (i, &g) in idx.iter().enumerate() {
             let (o, l) = ix.layout.owner(g);
             if let Some(&(lo, at)) = spans.get(&o) {
@@ -294,7 +275,7 @@ impl Store {
         let src = host.as_ptr();
         self.staged_cap(dev, dst, n, 1, self.gpu.staging_bytes, None, |h, first, k| {
             // SAFETY: [first, first + k) lies within the n bytes read; h holds k bytes.
-            unsafe { crate::copy::copy_rows(h, src.add(first), k) };
+            unsafe { copy_rows(h, src.add(first), k) };
             Ok(())
         })?;
         Ok(r)
@@ -371,7 +352,7 @@ impl Store {
             }
             Ok(rows)
         })();
-        let mut t = crate::profile::Timer::start(self.cfg.profile);
+        let mut t = Timer::start(self.cfg.profile);
         let (rows, direct) = if collective {
             // SAFETY: dst holds the checked rows once every rank agreed.
             unsafe { self.ragged_collective(v, idx, &entries, checked, dst)? }
@@ -408,8 +389,7 @@ impl Store {
         let ix = index_of(v)?;
         let rb = v.row_bytes;
         let (mut at, mut direct) = (0usize, 0u64);
-        let mut gets: Vec<GetOp> = Vec::new();
-        let mut fops = Vec::new();
+        let mut reads = v.transport.reads();
         for (&g, &[first, rows]) in idx.iter().zip(entries) {
             let len = (rows * rb) as usize;
             if len == 0 {
@@ -420,32 +400,15 @@ impl Store {
             // SAFETY: the caller's promise; at + len <= the rows checked.
             let d = unsafe { dst.add(at) };
             at += len;
-            if let Some(base) = v.near.src(owner) {
-                // SAFETY: the range lies inside the owner's shard (checked).
-                unsafe { copy_rows(d, base.add(offset as usize), len) };
+            // SAFETY: the range lies inside the owner's shard (checked).
+            if unsafe { v.near.copy(owner, offset, d, len) } {
                 direct += rows;
-                continue;
-            }
-            match &v.transport {
-                Transport::Rma(_) => {
-                    if !gets.last_mut().is_some_and(|last| last.extend(owner, offset, d, len)) {
-                        gets.push(GetOp { owner, offset, dst: d, len });
-                    }
-                }
-                Transport::Fabric(f) => match fops.last_mut() {
-                    Some(last) if f.extends(last, owner, offset, d) => last.len += len,
-                    _ => fops.push(f.op(owner, offset, d, len)),
-                },
+            } else {
+                reads.push(owner, offset, d, len);
             }
         }
-        match &v.transport {
-            Transport::Rma(r) if !gets.is_empty() => {
-                let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-                r.read_batch(&gets, &mut Vec::new())?;
-            }
-            Transport::Fabric(f) => f.read(&fops, dst, dst_bytes, &v.counters, self.cfg.profile)?,
-            _ => {}
-        }
+        // Timed by the caller (get_ragged_batch), whichever the transport.
+        reads.run(dst, dst_bytes, &self.read_ctx(v), &mut Timer::start(false))?;
         Ok(direct)
     }
 
@@ -475,9 +438,12 @@ impl Store {
                 continue;
             }
             let (owner, _) = ix.layout.owner(g);
-            match v.near.src(owner) {
-                Some(base) => direct.push((at, base as usize + (first * rb) as usize, len)),
-                None => travel.push(Range { owner: owner as u32, first, rows, at }),
+            let r = Range { owner: owner as u32, first, rows, at };
+            // Copied once every rank agreed (the destination is untouched until then).
+            if v.near.src(owner).is_some() {
+                direct.push(r);
+            } else {
+                travel.push(r);
             }
             at += len;
         }
@@ -495,10 +461,10 @@ impl Store {
         }
         let (rows, starts) = local?;
         let mut copied = 0u64;
-        for &(to, from, len) in &direct {
+        for r in &direct {
             // SAFETY: inside the owner's shard (entries checked) and the destination (the caller's promise).
-            unsafe { copy_rows(dst.add(to), from as *const u8, len) };
-            copied += len as u64 / rb;
+            unsafe { v.near.copy(r.owner as usize, r.first * rb, dst.add(r.at), (r.rows * rb) as usize) };
+            copied += r.rows;
         }
         let rounds = -flags[1];
         if rounds > 0 {

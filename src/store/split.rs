@@ -24,7 +24,8 @@ use crate::error::{bail, err, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
 use crate::shard::Shard;
-use crate::var::{Transport, Variable};
+use crate::transport::Transport;
+use crate::var::Variable;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -274,8 +275,8 @@ impl Store {
 
     /// Core side of registration: publish the record (collective).
     pub(super) fn publish_if_core(&self, name: &str, s: &Shape, layout: &Layout, t: &Transport) -> Result<()> {
-        match (&self.split, t) {
-            (Some(sp), Transport::Fabric(f)) if sp.is_core() => sp.publish(&self.comm, name, s, layout, f),
+        match (&self.split, t.fabric()) {
+            (Some(sp), Some(f)) if sp.is_core() => sp.publish(&self.comm, name, s, layout, f),
             _ => Ok(()),
         }
     }

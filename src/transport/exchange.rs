@@ -42,9 +42,9 @@ pub struct Scratch {
     send: Vec<u8>,
     recv: Vec<u8>,
     /// Rows copied directly: their positions in the destination and their
-    /// source addresses.
+    /// owners and byte offsets in the owners' shards.
     direct_at: Vec<usize>,
-    direct_src: Vec<usize>,
+    direct_src: Vec<(usize, u64)>,
     /// This rank's rows that travel (row index in the owner's shard), their
     /// positions in the destination, and their owners, in request order.
     travel: Vec<i64>,
@@ -104,7 +104,6 @@ pub struct ReqBytes {
 /// `idx[i]`, the indices already checked) into rows copied directly and
 /// rows that travel, without touching the destination. Local and O(B log P).
 pub fn plan(src: &Source, cap: u64, n_ranks: usize, idx: &[i64], scratch: &mut Scratch) -> Plan {
-    let rb = src.row_bytes as usize;
     let s = scratch;
     s.direct_at.clear();
     s.direct_src.clear();
@@ -113,9 +112,9 @@ pub fn plan(src: &Source, cap: u64, n_ranks: usize, idx: &[i64], scratch: &mut S
     s.owner.clear();
     for (i, &g) in idx.iter().enumerate() {
         let (o, local) = src.layout.owner(g);
-        if let Some(base) = src.near.src(o) {
+        if src.near.src(o).is_some() {
             s.direct_at.push(i);
-            s.direct_src.push(base as usize + local as usize * rb);
+            s.direct_src.push((o, local as u64 * src.row_bytes));
         } else {
             s.travel.push(local);
             s.at.push(i);
@@ -133,10 +132,10 @@ pub fn plan(src: &Source, cap: u64, n_ranks: usize, idx: &[i64], scratch: &mut S
 /// still that plan's.
 pub unsafe fn copy_direct(src: &Source, dst: *mut u8, scratch: &Scratch) {
     let rb = src.row_bytes as usize;
-    for (&i, &from) in scratch.direct_at.iter().zip(&scratch.direct_src) {
-        // SAFETY: `from` is a row inside a shard this rank maps (plan); dst
+    for (&i, &(owner, offset)) in scratch.direct_at.iter().zip(&scratch.direct_src) {
+        // SAFETY: the row lies inside a shard this rank maps (plan); dst
         // holds the batch's rows.
-        unsafe { copy_rows(dst.add(i * rb), from as *const u8, rb) };
+        unsafe { src.near.copy(owner, offset, dst.add(i * rb), rb) };
     }
 }
 

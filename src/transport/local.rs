@@ -30,6 +30,7 @@
 
 use std::sync::Arc;
 
+use crate::copy::copy_rows;
 use crate::error::Result;
 use crate::mpi::{agree, Comm};
 use crate::shard::segment::{shm_avail, Mapping};
@@ -226,6 +227,26 @@ impl Near {
         match self.node.slot[owner] {
             NONE => None,
             s => Some(self.bases[s as usize]),
+        }
+    }
+
+    /// Copies `len` bytes at byte `offset` of `owner`'s shard into `dst`
+    /// when this rank maps that shard (its own, or a same-node peer's);
+    /// false when the bytes must travel by the transport. Every direct copy
+    /// of a read (single, one-sided or collective batch, ragged) is this one.
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes, and `offset + len` lies inside the
+    /// owner's shard.
+    #[inline]
+    pub unsafe fn copy(&self, owner: usize, offset: u64, dst: *mut u8, len: usize) -> bool {
+        match self.src(owner) {
+            Some(base) => {
+                // SAFETY: the caller's contract.
+                unsafe { copy_rows(dst, base.add(offset as usize), len) };
+                true
+            }
+            None => false,
         }
     }
 
