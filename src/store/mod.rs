@@ -199,17 +199,7 @@ impl Store {
             if method != Method::Mpi {
                 check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
             }
-            // Options override the environment.
-            let fcfg = FabricConfig {
-                provider: o.fabric_provider.or_else(|| cfg.fabric.clone()),
-                iface: o.fabric_iface.or_else(|| cfg.fabric_iface.clone()),
-                nic_map: o.nic_map.or_else(|| cfg.nic_map.clone()),
-                max_read_bytes: cfg.max_read_bytes,
-                read_timeout_s: cfg.read_timeout_s,
-                force_local_mr: cfg.fabric_local_mr,
-                progress_sleep_us: cfg.progress_sleep_us,
-                hmem: gpu.wants_hmem(),
-            };
+            let fcfg = fabric_config(&o, &cfg, &gpu);
             Ok((method, o.width as i64, cfg, fcfg, gpu))
         });
         let (method, width, cfg, fcfg, gpu) = agree(&world, local)?;
@@ -266,6 +256,21 @@ impl Store {
             _ => None,
         };
         Ok(Store {
+            mpi_lock,
+            fabric,
+            split,
+            async_comm,
+            mpi_progress: Mutex::new(mpi_progress),
+            ..Store::empty(comm, method, cfg, node, gpu)
+        })
+    }
+
+    /// A store with no variables, no fabric, no method-2 state, no
+    /// asynchronous communicator and no progress thread, serialising MPI
+    /// calls unless MPI is MPI_THREAD_MULTIPLE: what `create` and
+    /// `create_extra` start from.
+    fn empty(comm: Comm, method: Method, cfg: Config, node: Arc<NodeMap>, gpu: GpuSettings) -> Store {
+        Store {
             batch_mode: cfg.batch_mode,
             comm,
             method,
@@ -273,15 +278,15 @@ impl Store {
             vars: RwLock::new(BTreeMap::new()),
             epoch_open: Mutex::new(false),
             exchange: Mutex::new(Scratch::default()),
-            mpi_lock,
-            fabric,
+            mpi_lock: (!mpi::thread_multiple()).then(|| Mutex::new(())),
+            fabric: None,
             node,
-            split,
+            split: None,
             gpu,
             requests: Requests::default(),
-            async_comm,
-            mpi_progress: Mutex::new(mpi_progress),
-        })
+            async_comm: None,
+            mpi_progress: Mutex::new(None),
+        }
     }
 
     /// True when `dds_get_batch` needs no matching calls on other ranks:
@@ -815,6 +820,21 @@ impl Store {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// The fabric settings of a method-1/2 store (or a method-2 extra's reader
+/// fabric): the options override the environment.
+pub(crate) fn fabric_config(o: &Options, cfg: &Config, gpu: &GpuSettings) -> FabricConfig {
+    FabricConfig {
+        provider: o.fabric_provider.clone().or_else(|| cfg.fabric.clone()),
+        iface: o.fabric_iface.clone().or_else(|| cfg.fabric_iface.clone()),
+        nic_map: o.nic_map.clone().or_else(|| cfg.nic_map.clone()),
+        max_read_bytes: cfg.max_read_bytes,
+        read_timeout_s: cfg.read_timeout_s,
+        force_local_mr: cfg.fabric_local_mr,
+        progress_sleep_us: cfg.progress_sleep_us,
+        hmem: gpu.wants_hmem(),
     }
 }
 

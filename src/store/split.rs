@@ -12,17 +12,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use super::{fingerprint, validate_shape, Method, Options, Shape, Store};
 use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::transport::local::{Near, NodeMap};
-use crate::transport::exchange::Scratch;
 use crate::handshake::{self as hs, Expect, RankRecord, Record};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
 use crate::layout::Layout;
-use crate::mpi::{self, agree, Comm};
+use crate::mpi::{agree, Comm};
 use crate::shard::Shard;
 use crate::transport::Transport;
 use crate::var::Variable;
@@ -213,16 +212,7 @@ impl Store {
         let cfg = Config::from_env()?;
         super::check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
         let gpu = super::GpuSettings::resolve(&o, &cfg)?;
-        let fcfg = FabricConfig {
-            provider: o.fabric_provider.clone().or_else(|| cfg.fabric.clone()),
-            iface: o.fabric_iface.clone().or_else(|| cfg.fabric_iface.clone()),
-            nic_map: o.nic_map.clone().or_else(|| cfg.nic_map.clone()),
-            max_read_bytes: cfg.max_read_bytes,
-            read_timeout_s: cfg.read_timeout_s,
-            force_local_mr: cfg.fabric_local_mr,
-            progress_sleep_us: cfg.progress_sleep_us,
-            hmem: gpu.wants_hmem(),
-        };
+        let fcfg = super::fabric_config(&o, &cfg, &gpu);
         let dir = dir_of(&o, &cfg);
         hs::ensure_dir(&dir)?;
         let comm = Comm::dup_self()?;
@@ -238,23 +228,7 @@ impl Store {
             sessions: Mutex::new(BTreeSet::new()),
             seq: EXTRA_SEQ.fetch_add(1, Ordering::Relaxed),
         };
-        Ok(Store {
-            batch_mode: cfg.batch_mode,
-            comm,
-            method: Method::Split,
-            cfg,
-            vars: RwLock::new(Default::default()),
-            epoch_open: Mutex::new(false),
-            exchange: Mutex::new(Scratch::default()),
-            mpi_lock: (!mpi::thread_multiple()).then(|| Mutex::new(())),
-            fabric: None,
-            node,
-            split: Some(split),
-            gpu,
-            requests: Default::default(),
-            async_comm: None,
-            mpi_progress: Mutex::new(None),
-        })
+        Ok(Store { split: Some(split), ..Store::empty(comm, Method::Split, cfg, node, gpu) })
     }
 
     pub(super) fn is_extra(&self) -> bool {
