@@ -262,3 +262,22 @@ pub struct dds_counters {
     /// from other ranks (what it was asked for, and the counts).
     pub req_bytes_recv: u64,
 }
+
+/// The one conversion from a counter snapshot to the C struct (with
+/// `struct_size` the full size and `profiling` 0: the caller sets both).
+impl From<crate::profile::Snapshot> for dds_counters {
+    fn from(s: crate::profile::Snapshot) -> dds_counters {
+        // One list of fields takes `s` apart (no `..`) and builds the
+        // literal: a counter in one struct and not the other fails the build.
+        macro_rules! carry {
+            ($($f:ident),*) => {{
+                let crate::profile::Snapshot { $($f),* } = s;
+                dds_counters { struct_size: std::mem::size_of::<dds_counters>() as u32, profiling: 0, $($f),* }
+            }};
+        }
+        carry!(
+            calls, rows, bytes, rows_local, rows_remote, lock_wait_ns, mr_ns, mr_miss, read_ns, cq_ns, req_bytes_sent,
+            req_bytes_recv
+        )
+    }
+}

@@ -170,38 +170,7 @@ pub unsafe extern "C" fn dds_profile(store: *mut dds_store, name: *const c_char,
         let size = (*out).struct_size;
         check_struct_size("dds_counters", size, COUNTERS_V1)?;
         let (c, on) = s.profile(name)?;
-        // Destructured without `..`, and built as a literal: a counter added
-        // to Snapshot or to dds_counters and not carried over fails the build.
-        let crate::profile::Snapshot {
-            calls,
-            rows,
-            bytes,
-            rows_local,
-            rows_remote,
-            lock_wait_ns,
-            mr_ns,
-            mr_miss,
-            read_ns,
-            cq_ns,
-            req_bytes_sent,
-            req_bytes_recv,
-        } = c;
-        let value = dds_counters {
-            struct_size: size,
-            profiling: on as u32,
-            calls,
-            rows,
-            bytes,
-            rows_local,
-            rows_remote,
-            lock_wait_ns,
-            mr_ns,
-            mr_miss,
-            read_ns,
-            cq_ns,
-            req_bytes_sent,
-            req_bytes_recv,
-        };
+        let value = dds_counters { struct_size: size, profiling: on as u32, ..dds_counters::from(c) };
         write_sized(out, &value, size);
         Ok(())
     })
