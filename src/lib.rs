@@ -23,18 +23,28 @@
 //!
 //! docs/architecture.md has the map, a read's path and the one-source lists.
 
+// Only `capi` is the library's interface (the C ABI). The modules marked
+// `#[doc(hidden)] pub` are reachable only for the fuzz targets (fuzz/),
+// the benches (benches/) and tests/remote_access.rs; the rest is private.
 #[allow(non_camel_case_types, clippy::missing_safety_doc)]
 pub mod capi;
+#[doc(hidden)]
 pub mod config;
+#[doc(hidden)]
 pub mod copy;
+#[doc(hidden)]
 pub mod error;
 pub(crate) mod gpu;
+#[doc(hidden)]
 pub mod handshake;
+#[doc(hidden)]
 pub mod hash;
+#[doc(hidden)]
 pub mod layout;
 pub(crate) mod mpi;
 pub(crate) mod profile;
 pub(crate) mod shard;
 pub(crate) mod store;
+#[doc(hidden)]
 pub mod transport;
 pub(crate) mod var;

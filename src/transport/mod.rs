@@ -10,12 +10,14 @@
 //! * [`local`]: node-local reads (same-node shards mapped read-only);
 //! * [`rma_progress`]: the optional thread that turns MPI's progress engine.
 
-pub mod exchange;
+// `fabric` is reachable from outside for the fuzz targets and
+// tests/remote_access.rs (lib.rs); the rest only inside the crate.
+pub(crate) mod exchange;
 pub mod fabric;
-pub mod local;
-pub mod mpi_rma;
-pub mod ranges;
-pub mod rma_progress;
+pub(crate) mod local;
+pub(crate) mod mpi_rma;
+pub(crate) mod ranges;
+pub(crate) mod rma_progress;
 
 use parking_lot::Mutex;
 

@@ -10,11 +10,13 @@
 //! Addresses are exchanged over MPI when the store is created; each
 //! variable's key and base address when it is registered (collective).
 
+// domain, mr (tests/remote_access.rs) and select (fuzz/) are reachable
+// from outside the crate; the others are not.
 pub mod domain;
-pub mod endpoint;
-pub mod engine;
+pub(crate) mod endpoint;
+pub(crate) mod engine;
 pub mod mr;
-pub mod progress;
+pub(crate) mod progress;
 pub mod select;
 
 use std::sync::Arc;
