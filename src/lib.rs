@@ -21,7 +21,9 @@
 //! - leaves: [`config`] (environment variables), [`error`] (the status list),
 //!   [`profile`] (counters), [`copy`] (the row copy), [`hash`] (FNV-1a).
 //!
-//! docs/architecture.md has the map, a read's path and the one-source lists.
+//! The layers are written once, in src/layering.rs, whose test fails when a
+//! module uses one above it. docs/architecture.md has the map, a read's path
+//! and the one-source lists.
 
 // Only `capi` is the library's interface (the C ABI). The modules marked
 // `#[doc(hidden)] pub` are reachable only for the fuzz targets (fuzz/),
@@ -48,3 +50,7 @@ pub(crate) mod store;
 #[doc(hidden)]
 pub mod transport;
 pub(crate) mod var;
+
+// The layer table and the test that checks every `crate::` use against it.
+#[cfg(test)]
+mod layering;

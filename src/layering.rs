@@ -1,0 +1,131 @@
+//! The layers of the crate, written once, and the test that keeps calls
+//! one way (docs/architecture.md points here): a module may name its own
+//! module and those of lower layers (`crate::x` in any form, `use` or a
+//! path), never a module of its own layer or of one above it.
+
+/// Top-level modules, from the C boundary down. A module's layer is its
+/// index here.
+const LAYERS: &[&[&str]] = &[
+    // The only extern "C" items.
+    &["capi"],
+    // A store: registry, dispatch, agreement of collectives.
+    &["store"],
+    // One variable; the method-2 hand-shake record format.
+    &["var", "handshake"],
+    // Moving rows between ranks (MPI windows and exchange, libfabric, node-local).
+    &["transport"],
+    // Row ownership; shard memory.
+    &["layout", "shard"],
+    // mpi-sys wrappers; device memory.
+    &["mpi", "gpu"],
+    // Leaves.
+    &["config", "profile", "copy", "hash"],
+    &["error"],
+];
+
+/// Uses that run against the table, each with its reason. Keep it short.
+const EXCEPTIONS: &[(&str, &str)] = &[
+    // config parses DDSTORE_GPU, DDSTORE_GPU_DIRECT and
+    // DDSTORE_GPU_DIRECT_HOST_IFACE into gpu's option types (gpu::Mode,
+    // gpu::direct::{Direct, Iface}), which live with the code that acts on
+    // them; gpu::direct in turn reads config's switch words.
+    ("config", "gpu"),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// The top-level modules a source text names through `crate::`, with the
+/// line of each (comment lines skipped).
+fn crate_refs(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            // `crate::{a, b::c}` names several modules.
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name = name.trim_start();
+                let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(name.len());
+                if end > 0 {
+                    out.push((n + 1, name[..end].to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every use in the sources under `src` that breaks the table, as
+/// "file:line: a uses b".
+fn violations(src: &std::path::Path) -> Vec<String> {
+    let mut files = vec![src.to_path_buf()];
+    let mut found = Vec::new();
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if p.extension() != Some(std::ffi::OsStr::new("rs")) {
+            continue;
+        }
+        let rel = p.strip_prefix(src).unwrap();
+        let top = rel.components().next().unwrap().as_os_str().to_str().unwrap().trim_end_matches(".rs");
+        if top == "lib" || top == "layering" {
+            continue;
+        }
+        let Some(mine) = layer_of(top) else {
+            found.push(format!("{}: module '{top}' is not in layering::LAYERS", rel.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(&p).unwrap();
+        for (line, used) in crate_refs(&text) {
+            if used == top || EXCEPTIONS.contains(&(top, used.as_str())) {
+                continue;
+            }
+            match layer_of(&used) {
+                Some(l) if l > mine => {}
+                Some(_) => found.push(format!("src/{}:{line}: '{top}' uses '{used}', which is not below it", rel.display())),
+                None => found.push(format!("src/{}:{line}: '{used}' is not in layering::LAYERS", rel.display())),
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_module_uses_one_above_it() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let bad = violations(&src);
+        assert!(bad.is_empty(), "uses against the layers of src/layering.rs:\n{}", bad.join("\n"));
+    }
+
+    #[test]
+    fn references_are_found_in_every_form() {
+        let text = "use crate::store::Store;\n// crate::capi in a comment\nlet x = crate::copy::copy_rows;\n\
+                    use crate::{mpi::Comm, gpu};\n";
+        let got: Vec<String> = crate_refs(text).into_iter().map(|(_, m)| m).collect();
+        assert_eq!(got, ["store", "copy", "mpi", "gpu"]);
+    }
+
+    #[test]
+    fn every_top_level_module_has_one_layer() {
+        let all: Vec<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
+        for (i, m) in all.iter().enumerate() {
+            assert!(!all[i + 1..].contains(m), "'{m}' is in two layers");
+        }
+    }
+}
