@@ -93,7 +93,9 @@ fn violations(src: &std::path::Path) -> Vec<String> {
             }
             match layer_of(&used) {
                 Some(l) if l > mine => {}
-                Some(_) => found.push(format!("src/{}:{line}: '{top}' uses '{used}', which is not below it", rel.display())),
+                Some(_) => {
+                    found.push(format!("src/{}:{line}: '{top}' uses '{used}', which is not below it", rel.display()))
+                }
                 None => found.push(format!("src/{}:{line}: '{used}' is not in layering::LAYERS", rel.display())),
             }
         }

@@ -3,12 +3,12 @@
 
 use parking_lot::Mutex;
 
-use crate::transport::local::Near;
-use crate::transport::Transport;
 use crate::error::{bail, Result};
 use crate::layout::Layout;
 use crate::profile::Counters;
 use crate::shard::Shard;
+use crate::transport::local::Near;
+use crate::transport::Transport;
 
 pub struct Variable {
     pub name: String,

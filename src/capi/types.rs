@@ -276,7 +276,17 @@ impl From<crate::profile::Snapshot> for dds_counters {
             }};
         }
         carry!(
-            calls, rows, bytes, rows_local, rows_remote, lock_wait_ns, mr_ns, mr_miss, read_ns, cq_ns, req_bytes_sent,
+            calls,
+            rows,
+            bytes,
+            rows_local,
+            rows_remote,
+            lock_wait_ns,
+            mr_ns,
+            mr_miss,
+            read_ns,
+            cq_ns,
+            req_bytes_sent,
             req_bytes_recv
         )
     }

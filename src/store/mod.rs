@@ -10,11 +10,6 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
-use crate::transport::local::{Near, NodeMap};
-use crate::transport::exchange::{self, Scratch, Source};
-use crate::transport::mpi_rma::RmaVar;
-use crate::transport::rma_progress::RmaProgress;
 use crate::config::BatchMode;
 use crate::config::Config;
 use crate::error::{bail, err, Error, Result};
@@ -22,6 +17,11 @@ use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
 use crate::profile::{Snapshot, Timer};
 use crate::shard::Shard;
+use crate::transport::exchange::{self, Scratch, Source};
+use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
+use crate::transport::local::{Near, NodeMap};
+use crate::transport::mpi_rma::RmaVar;
+use crate::transport::rma_progress::RmaProgress;
 use crate::transport::{ReadCtx, Transport};
 use crate::var::Variable;
 
@@ -688,9 +688,7 @@ impl Store {
     }
 
     pub fn unregister_recv(&self, name: &str, start: usize) -> Result<()> {
-        self.with_var(name, |v| {
-            v.unregister_recv(start, || v.transport.unregister_recv(start))
-        })
+        self.with_var(name, |v| v.unregister_recv(start, || v.transport.unregister_recv(start)))
     }
 
     pub fn info(&self, name: &str) -> Result<VarInfo> {

@@ -17,13 +17,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::transport::ranges::{self, Range};
-use crate::transport::exchange::Scratch;
 use crate::copy::copy_rows;
 use crate::error::{bail, err, Result};
 use crate::gpu::MemKind;
 use crate::mpi::agree;
 use crate::profile::Timer;
+use crate::transport::exchange::Scratch;
+use crate::transport::ranges::{self, Range};
 use crate::var::{RaggedIndex, Variable, INDEX_ROW_BYTES};
 
 use super::{validate_shape, Shape, Store};

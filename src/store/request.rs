@@ -32,9 +32,9 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::{Method, Store};
-use crate::transport::exchange::Scratch;
 use crate::error::{bail, err, Error, Result};
 use crate::gpu::{self, MemKind, Mode};
+use crate::transport::exchange::Scratch;
 
 /// Threads of the one-sided lane: two keep one read waiting on the network
 /// while the next is being posted; more would only contend for the cores

@@ -15,14 +15,14 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::{fingerprint, validate_shape, Method, Options, Shape, Store};
-use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
-use crate::transport::local::{Near, NodeMap};
-use crate::handshake::{self as hs, Expect, RankRecord, Record};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
+use crate::handshake::{self as hs, Expect, RankRecord, Record};
 use crate::layout::Layout;
 use crate::mpi::{agree, Comm};
 use crate::shard::Shard;
+use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
+use crate::transport::local::{Near, NodeMap};
 use crate::transport::Transport;
 use crate::var::Variable;
 

@@ -17,12 +17,12 @@
 
 use std::os::raw::c_int;
 
-use crate::transport::exchange::SENDRECV_MIN_ROW_BYTES;
 use crate::config::Exchange;
 use crate::copy::copy_rows;
 use crate::error::{bail, Result};
 use crate::mpi::{exclusive_prefix, Comm, Datatype};
 use crate::shard::Shard;
+use crate::transport::exchange::SENDRECV_MIN_ROW_BYTES;
 
 /// One sample that travels: `rows` rows from row `first` of `owner`'s
 /// payload shard into the destination at byte `at`.
