@@ -9,7 +9,7 @@
 
 use crate::error::{bail, Error, Result};
 use crate::gpu::direct::Iface;
-use crate::transport::fabric::{FabricVar, Op};
+use crate::transport::fabric::FabricVar;
 use crate::var::Variable;
 
 use super::Store;
@@ -37,8 +37,9 @@ impl Store {
                 Ok(mr) => mr,
                 Err(e) => return Ok(Some(e)),
             };
-            let op = f.op(owner, local as u64 * v.row_bytes, dst, dst_bytes);
-            f.read_direct(&[op], mr.as_ref(), &v.counters, self.cfg.profile)?;
+            let mut reads = v.transport.reads(1);
+            reads.push(owner, local as u64 * v.row_bytes, dst, dst_bytes);
+            reads.run_direct(mr.as_ref(), &self.read_ctx(v))?;
             v.counters.read_call(count as u64, 0);
             Ok(None)
         })
@@ -68,18 +69,13 @@ impl Store {
                 Err(e) => return Ok(Some(e)),
             };
             let rb = v.row_bytes as usize;
-            let mut ops: Vec<Op> = Vec::with_capacity(idx.len());
+            let mut reads = v.transport.reads(idx.len());
             for (i, &g) in idx.iter().enumerate() {
                 let (owner, local) = v.layout.owner(g);
-                let off = local as u64 * v.row_bytes;
                 // Never dereferenced here: the provider writes it.
-                let at = dst.wrapping_add(i * rb);
-                match ops.last_mut() {
-                    Some(last) if f.extends(last, owner, off, at) => last.len += rb,
-                    _ => ops.push(f.op(owner, off, at, rb)),
-                }
+                reads.push(owner, local as u64 * v.row_bytes, dst.wrapping_add(i * rb), rb);
             }
-            f.read_direct(&ops, mr.as_ref(), &v.counters, self.cfg.profile)?;
+            reads.run_direct(mr.as_ref(), &self.read_ctx(v))?;
             v.counters.read_call(idx.len() as u64, 0);
             Ok(None)
         })

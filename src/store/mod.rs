@@ -574,7 +574,7 @@ impl Store {
             return Ok(());
         }
         let mut t = Timer::start(self.cfg.profile);
-        let mut reads = v.transport.reads();
+        let mut reads = v.transport.reads(idx.len());
         let local_rows = plan_onesided(v, dst, idx, |owner, offset, at, rb| reads.push(owner, offset, at, rb));
         reads.run(dst, dst_bytes, &self.read_ctx(v), &mut t)?;
         Tally::record(tally, v, idx.len() as u64, local_rows);

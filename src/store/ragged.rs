@@ -190,7 +190,7 @@ impl Store {
         out.resize(end, [0; 2]);
         let base = out.as_mut_ptr().cast::<u8>();
         let rb = INDEX_ROW_BYTES as usize;
-        let mut reads = ix.transport.reads();
+        let mut reads = ix.transport.reads(0);
         for (&o, &(lo, at)) in &spans {
             let span = (owners[&o].1 - lo + 1) as usize;
             // SAFETY: out holds `end` entries; this span's are [at, at + span).
@@ -389,7 +389,7 @@ impl Store {
         let ix = index_of(v)?;
         let rb = v.row_bytes;
         let (mut at, mut direct) = (0usize, 0u64);
-        let mut reads = v.transport.reads();
+        let mut reads = v.transport.reads(0);
         for (&g, &[first, rows]) in idx.iter().zip(entries) {
             let len = (rows * rb) as usize;
             if len == 0 {

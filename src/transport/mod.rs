@@ -19,11 +19,14 @@ pub(crate) mod mpi_rma;
 pub(crate) mod ranges;
 pub(crate) mod rma_progress;
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 
-use crate::error::Result;
+use crate::error::{bail, Result};
 use crate::gpu::direct::Iface;
 use crate::profile::{Counters, Timer};
+use fabric::mr::Mr;
 use fabric::{FabricVar, Op};
 use mpi_rma::{GetOp, RmaVar};
 
@@ -67,11 +70,12 @@ impl Transport {
         }
     }
 
-    /// An empty batch of reads for this transport (see [`Reads`]).
-    pub fn reads(&self) -> Reads<'_> {
+    /// An empty batch of reads for this transport (see [`Reads`]) of up to
+    /// `rows` rows: the fabric reserves an operation per row up front.
+    pub fn reads(&self, rows: usize) -> Reads<'_> {
         match self {
             Transport::Rma(r) => Reads::Rma(r, Vec::new()),
-            Transport::Fabric(f) => Reads::Fabric(f, Vec::new()),
+            Transport::Fabric(f) => Reads::Fabric(f, Vec::with_capacity(rows)),
         }
     }
 
@@ -171,6 +175,16 @@ impl Reads<'_> {
                 Ok(())
             }
             Reads::Fabric(f, ops) => f.read(ops, dst, dst_len, cx.counters, cx.profile),
+        }
+    }
+
+    /// Runs the reads into a GPUDirect destination whose registration is
+    /// `mr` (None: the provider needs no descriptor). Only the fabric reads
+    /// into memory the CPU may not address.
+    pub fn run_direct(&self, mr: Option<&Arc<Mr>>, cx: &ReadCtx) -> Result<()> {
+        match self {
+            Reads::Fabric(f, ops) => f.read_direct(ops, mr, cx.counters, cx.profile),
+            Reads::Rma(..) => bail!(Internal, "a GPUDirect read needs a fabric transport"),
         }
     }
 }
