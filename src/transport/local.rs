@@ -19,9 +19,9 @@
 //!
 //! The node map (which store rank runs on which node) comes from
 //! `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)` of the store's communicator
-//! (the group's, with `width`) and an all-gather, so every rank knows it.
-//! Method-0 batches rely on that: an owner must know which requesters read
-//! its rows directly (same node) and leave them out of the all-to-all.
+//! (the group's, with `width`) and an all-gather. A requester copies the
+//! rows of its node's owners directly, so they never enter a method-0
+//! all-to-all (owners only answer the requests they receive).
 //!
 //! Whether the direct path is on is agreed by all ranks: for the store
 //! (`DDSTORE_NODE_LOCAL`, off if any rank turns it off) and then per
@@ -43,14 +43,10 @@ pub struct NodeMap {
     /// Node-local reads are on for this store (agreed by all ranks).
     pub on: bool,
     me: usize,
-    /// Store rank -> node id (the smallest store rank of its node). Empty when off.
-    node_of: Vec<u32>,
     /// Store rank -> index among this node's ranks, or NONE. Empty when off.
     slot: Vec<u32>,
     /// Ranks on this node (this one included).
     n_local: usize,
-    /// Every rank of the store is on this node.
-    pub single: bool,
     /// The node's communicator (store ranks of this node, in store-rank order).
     node: Option<Comm>,
 }
@@ -69,15 +65,7 @@ impl NodeMap {
         comm.allreduce_min(&mut flag)?;
         let me = comm.rank();
         if flag[0] == 0 {
-            return Ok(NodeMap {
-                on: false,
-                me,
-                node_of: Vec::new(),
-                slot: Vec::new(),
-                n_local: 1,
-                single: comm.size() == 1,
-                node: None,
-            });
+            return Ok(NodeMap { on: false, me, slot: Vec::new(), n_local: 1, node: None });
         }
         let node = comm.split_shared()?;
         let node = if width > 0 && (width as usize) < node.size() { node.split_groups(width as usize)? } else { node };
@@ -94,15 +82,7 @@ impl NodeMap {
             }
         }
         debug_assert_eq!(slot[me] as usize, node.rank());
-        Ok(NodeMap {
-            on: true,
-            me,
-            node_of,
-            slot,
-            n_local: n as usize,
-            single: n as usize == comm.size(),
-            node: Some(node),
-        })
+        Ok(NodeMap { on: true, me, slot, n_local: n as usize, node: Some(node) })
     }
 
     /// The finalisation hook: frees the node's communicator (MPI would
@@ -111,13 +91,6 @@ impl NodeMap {
         if let Some(c) = &self.node {
             c.release_before_finalize();
         }
-    }
-
-    /// True when store ranks `a` and `b` run on the same node (and the direct
-    /// path is on); a rank is always on its own node.
-    #[inline]
-    pub fn same_node(&self, a: usize, b: usize) -> bool {
-        a == b || (self.on && self.node_of[a] == self.node_of[b])
     }
 
     /// Ranks of the store on this node (1 when the direct path is off).
@@ -255,11 +228,6 @@ impl Near {
         self.on
     }
 
-    /// True when every row of the variable is copied directly (one node).
-    pub fn all_direct(&self) -> bool {
-        self.on && self.node.single
-    }
-
     /// Ranks whose shards this rank copies directly (itself included).
     pub fn direct_ranks(&self) -> usize {
         if self.on {
@@ -275,15 +243,7 @@ impl Near {
     /// on (a method-2 extra member's joined variable): every row goes
     /// through the transport. (Added for method 2; see store/split.rs.)
     pub fn remote_only() -> Near {
-        let node = NodeMap {
-            on: false,
-            me: usize::MAX,
-            node_of: Vec::new(),
-            slot: Vec::new(),
-            n_local: 0,
-            single: false,
-            node: None,
-        };
+        let node = NodeMap { on: false, me: usize::MAX, slot: Vec::new(), n_local: 0, node: None };
         Near { node: Arc::new(node), on: false, own: std::ptr::null(), bases: Vec::new(), _maps: Vec::new() }
     }
 }
