@@ -33,6 +33,8 @@ mod ragged;
 pub use ragged::RaggedSpec;
 mod request;
 pub use request::{Request, Requests};
+mod settings;
+pub use settings::Settings;
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
