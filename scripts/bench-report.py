@@ -87,7 +87,7 @@ def merge(runs):
     for recs in runs:
         for r in recs:
             if r.get("type") == "overlap":
-                ov[(r["method"], r["rb"])] = r
+                ov[(r["method"], r.get("priority", "normal"), r["rb"])] = r
     out += list(ov.values())
     rg = {}
     for recs in runs:
@@ -500,14 +500,16 @@ def overlap_table(R):
     """The training-loop figure (bench --overlap, capi-tests/bench_overlap.c)."""
     if not R.overlap:
         return ["(not run)"]
-    out = ["| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
-           "target (1.15 x max(step alone, R)) | met | verified |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    out = ["| method | request threads | row size | read R | step T | step alone | per step, no prefetch | "
+           "per step, prefetch | target (1.15 x max(step alone, R)) | met | in the library per step, prefetch "
+           "(wait + start) | verified |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for m in R.overlap:
         met = m["prefetch_ms"] <= m["target_ms"]
-        out.append(f"| {m['method']} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
-                   f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
-                   f"{m['target_ms']:.3f} ms | {'yes' if met else '**no**'} | "
+        wait = f"{m['wait_ms']:.3f} ms" if "wait_ms" in m else "-"
+        out.append(f"| {m['method']} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | "
+                   f"{m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
+                   f"{m['prefetch_ms']:.3f} ms | {m['target_ms']:.3f} ms | {'yes' if met else '**no**'} | {wait} | "
                    f"{'yes' if m['verified'] else '**NO**'} |")
     return out
 
@@ -646,6 +648,9 @@ def markdown(R, perf_md, spread=None, py=None):
           "standing for a GPU step that leaves the CPU free. Without prefetch a step reads, then sleeps (about "
           "T + R); with prefetch the next batch's `dds_get_batch_start` is issued before the sleep and waited for "
           "after it. \"Step alone\" is the same loop without reads: what the sleeps cost on this machine. "
+          "\"Request threads\": the library threads that carry the reads, scheduled normally (the default) or "
+          "with `DDSTORE_REQUEST_PRIORITY=idle` (`SCHED_IDLE`: a caller thread waking from its step never waits "
+          "behind a read). "
           "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) + [""]
     L += ["## Ragged variables", "",
           "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "

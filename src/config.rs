@@ -48,6 +48,19 @@ impl BatchMode {
     }
 }
 
+/// `DDSTORE_REQUEST_PRIORITY`: how the threads that carry non-blocking
+/// reads (`dds_get_batch_start`) are scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestPriority {
+    /// Like the caller's threads (default): a read progresses even while
+    /// the caller keeps every core busy.
+    Normal,
+    /// Linux `SCHED_IDLE`: the threads run only on a core nothing else
+    /// wants, so a caller thread that wakes (after a GPU step, say) never
+    /// waits behind a read; a read then progresses only in idle time.
+    Idle,
+}
+
 /// Default of `DDSTORE_ALLTOALL_MAX_BYTES`: bytes a rank receives per round of
 /// a method-0 batched read (DDStore 3.0's default).
 pub const DEFAULT_ALLTOALL_MAX_BYTES: u64 = 2 * 1024 * 1024;
@@ -113,6 +126,8 @@ pub struct Config {
     /// shards while the caller makes no MPI call (default off: see
     /// backend/rma_progress.rs for why it is not on by default).
     pub mpi_progress: bool,
+    /// `DDSTORE_REQUEST_PRIORITY` (see [`RequestPriority`]).
+    pub request_priority: RequestPriority,
     /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
     /// straight from their shared-memory shards (default on; `0` turns it off).
     pub node_local: bool,
@@ -188,6 +203,11 @@ impl Config {
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
             mpi_progress: switch("DDSTORE_MPI_PROGRESS", text("DDSTORE_MPI_PROGRESS"), false)?,
+            request_priority: match text("DDSTORE_REQUEST_PRIORITY").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+                None | Some("normal") => RequestPriority::Normal,
+                Some("idle") => RequestPriority::Idle,
+                Some(v) => bail!(InvalidArgument, "DDSTORE_REQUEST_PRIORITY={v:?} is not one of normal, idle"),
+            },
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
             node_local_width: ranks("DDSTORE_NODE_LOCAL_WIDTH", text("DDSTORE_NODE_LOCAL_WIDTH"))?,
             gpu: match text("DDSTORE_GPU") {
@@ -290,6 +310,16 @@ mod tests {
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "on")]).unwrap().mpi_progress);
         assert!(!parse(&[("DDSTORE_MPI_PROGRESS", "0")]).unwrap().mpi_progress);
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "sometimes")]).unwrap_err().msg.contains("DDSTORE_MPI_PROGRESS"));
+        assert_eq!(c.request_priority, RequestPriority::Normal);
+        for (v, want) in
+            [("idle", RequestPriority::Idle), (" IDLE ", RequestPriority::Idle), ("normal", RequestPriority::Normal)]
+        {
+            assert_eq!(parse(&[("DDSTORE_REQUEST_PRIORITY", v)]).unwrap().request_priority, want);
+        }
+        for v in ["low", "0", "idle2"] {
+            let e = parse(&[("DDSTORE_REQUEST_PRIORITY", v)]).unwrap_err();
+            assert!(e.msg.contains("DDSTORE_REQUEST_PRIORITY") && e.msg.contains("normal, idle"), "{}", e.msg);
+        }
         assert!(c.node_local);
         assert!(!parse(&[("DDSTORE_NODE_LOCAL", "0")]).unwrap().node_local);
         assert!(parse(&[("DDSTORE_NODE_LOCAL", "1")]).unwrap().node_local);
