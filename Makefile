@@ -87,6 +87,7 @@ test-c: install-test-prefix
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
 	./scripts/check-staged-install.sh $(BUILD)
+	./scripts/check-hugepages.sh $(BUILD)/capi-tests
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-c.txt
 
 # The library built against Open MPI (beside MPICH) and its core C, C++ and
