@@ -206,6 +206,7 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	for nl in 1 0; do for mode in add chunked; do \
 	  mpiexec -n 2 $(BUILD)/capi-tests/bench --mem $$mode --mem-node-local $$nl \
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
+	./scripts/bench-mem-huge.sh $(BUILD)/capi-tests/bench $(BUILD)/bench/results.jsonl
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --overlap --out $(BUILD)/bench/results.jsonl --append
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --ragged --out $(BUILD)/bench/results.jsonl --append
 	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
