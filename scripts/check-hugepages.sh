@@ -11,6 +11,7 @@
 #   1. tmpfs huge=advise, DDSTORE_HUGEPAGES=off   -> 4 KiB pages (the baseline)
 #   2. same tmpfs, auto                           -> THP (ShmemPmdMapped > 0)
 #   3. hugetlbfs with pages for every segment     -> KernelPageSize 2048 kB
+#      (method 0, then method 1 over libfabric shm)
 #   4. hugetlbfs with pages for 6 of 8 segments, auto    -> 6 there, 2 in /dev/shm
 #   5. the same, DDSTORE_HUGEPAGES=require        -> DDS_ERR_NO_MEMORY on every rank
 # After each run the directory must be empty and no huge page reserved.
@@ -76,7 +77,7 @@ run() {
   local t0=$SECONDS
   if ! DDSTORE_SHM_DIR=$dir DDSTORE_HUGEPAGES=$huge timeout 120 mpiexec -n $np "$prog" "$@" >"$out" 2>&1; then
     cat "$out"
-    say "FAIL: $name (DDSTORE_SHM_DIR=$dir DDSTORE_HUGEPAGES=$huge $prog $*)"
+    say "FAIL: $name (${DDS_TEST_METHOD:+DDS_TEST_METHOD=$DDS_TEST_METHOD }DDSTORE_SHM_DIR=$dir DDSTORE_HUGEPAGES=$huge $prog $*)"
     exit 1
   fi
   grep -E "^($name|require:|test_hugepages)" "$out" | sed 's/^/  /' || true
@@ -85,7 +86,7 @@ run() {
   [ -z "$left" ] || { say "FAIL: $name left files in $dir: $left"; exit 1; }
   [ "$(cat $hp_file/resv_hugepages)" = "$resv0" ] || { say "FAIL: $name left huge pages reserved"; exit 1; }
   pte=$(awk '/^VMPTE_DELTA_KB/ {print $2}' "$out")
-  say "ok: $name ($((SECONDS - t0)) s, VmPTE grew by at most $pte kB per rank)"
+  say "ok: $name${DDS_TEST_METHOD:+, method $DDS_TEST_METHOD} ($((SECONDS - t0)) s, VmPTE grew by at most $pte kB per rank)"
 }
 
 run small "$top/thp" off small
@@ -94,6 +95,8 @@ run thp "$top/thp" auto thp
 pte_thp=$pte
 run hugetlb "$top/huge" auto hugetlb
 pte_hugetlb=$pte
+# The same shards registered with libfabric (method 1) instead of an MPI window.
+DDS_TEST_METHOD=1 DDSTORE_FABRIC=shm run hugetlb "$top/huge" auto hugetlb
 run mixed "$top/some" auto mixed 6
 run require "$top/some" require require
 grep -q "short by" "$out" || { say "FAIL: require's message names no shortfall"; exit 1; }
