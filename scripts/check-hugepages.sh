@@ -32,8 +32,9 @@ export FABRIC_IFACE=${FABRIC_IFACE:-lo} FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCK
 export UCX_TLS=${UCX_TLS:-self,sm}
 unset DDSTORE_NODE_LOCAL DDSTORE_NODE_LOCAL_WIDTH DDSTORE_HUGEPAGES DDSTORE_SHM_DIR
 
-# One run at a time on a machine (vm.nr_hugepages is global).
-exec 9>/tmp/ddstore-check-hugepages.lock
+# One run at a time on a machine (vm.nr_hugepages is global): a lock on this
+# script itself, so nothing is left behind.
+exec 9<"${BASH_SOURCE[0]}"
 flock 9
 nr=/proc/sys/vm/nr_hugepages
 old_nr=$(cat $nr)
