@@ -61,6 +61,53 @@ pub enum RequestPriority {
     Idle,
 }
 
+/// Whether node-local segments use hugetlbfs pages (`DDSTORE_HUGEPAGES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HugePages {
+    /// Huge pages where they are there to take: a segment of at least one
+    /// huge page goes to `DDSTORE_SHM_DIR` when that is a hugetlbfs mount
+    /// with the free pages (else quietly to /dev/shm), and segments on a
+    /// tmpfs ask for transparent huge pages where its `huge=` option allows.
+    Auto,
+    /// 4 KiB pages: no hugetlbfs, no transparent huge page advice.
+    Off,
+    /// Every segment in hugetlbfs pages (`DDSTORE_SHM_DIR` must be a
+    /// hugetlbfs mount); a segment its pool cannot hold is an error.
+    Require,
+}
+
+impl HugePages {
+    fn parse(v: &str) -> Result<HugePages> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(HugePages::Auto),
+            "off" | "0" | "no" | "false" => Ok(HugePages::Off),
+            "require" => Ok(HugePages::Require),
+            _ => bail!(InvalidArgument, "DDSTORE_HUGEPAGES={v:?} is not one of auto, off, require"),
+        }
+    }
+}
+
+/// Where node-local segments live (`DDSTORE_SHM_DIR`, `DDSTORE_HUGEPAGES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segments {
+    /// Directory of the segment files: a tmpfs or hugetlbfs mount (absolute,
+    /// no trailing slash).
+    pub dir: String,
+    pub huge: HugePages,
+}
+
+impl Default for Segments {
+    fn default() -> Segments {
+        Segments { dir: DEFAULT_SHM_DIR.to_string(), huge: HugePages::Auto }
+    }
+}
+
+/// Default of `DDSTORE_SHM_DIR` (where `shm_open` puts POSIX shared memory).
+pub const DEFAULT_SHM_DIR: &str = "/dev/shm";
+/// Longest `DDSTORE_SHM_DIR`, in bytes: an owner publishes its segment's
+/// whole path to its peers in a fixed-size record (`shard::segment::SegmentId`).
+pub const MAX_SHM_DIR_BYTES: usize = 200;
+
 /// Default of `DDSTORE_ALLTOALL_MAX_BYTES`: bytes a rank receives per round of
 /// a method-0 batched read (DDStore 3.0's default).
 pub const DEFAULT_ALLTOALL_MAX_BYTES: u64 = 2 * 1024 * 1024;
@@ -149,6 +196,9 @@ pub struct Config {
     /// destinations to the provider as memory of this interface, so the
     /// GPUDirect registration path runs without a GPU.
     pub gpu_direct_host_iface: Option<crate::gpu::direct::Iface>,
+    /// `DDSTORE_SHM_DIR` and `DDSTORE_HUGEPAGES`: where node-local segments
+    /// live and whether they use huge pages.
+    pub segments: Segments,
 }
 
 impl Config {
@@ -228,8 +278,31 @@ impl Config {
             gpu_direct_host_iface: text("DDSTORE_GPU_DIRECT_HOST_IFACE")
                 .map(|v| crate::gpu::direct::Iface::parse(&v))
                 .transpose()?,
+            segments: Segments {
+                dir: shm_dir(text("DDSTORE_SHM_DIR"))?,
+                huge: text("DDSTORE_HUGEPAGES").map(|v| HugePages::parse(&v)).transpose()?.unwrap_or(HugePages::Auto),
+            },
         })
     }
+}
+
+/// `DDSTORE_SHM_DIR`: an absolute path of an existing directory, at most
+/// `MAX_SHM_DIR_BYTES` long (trailing slashes dropped); unset is /dev/shm.
+/// Checked here, so a typo fails `dds_create` instead of quietly turning
+/// node-local reads off at the first variable.
+fn shm_dir(value: Option<String>) -> Result<String> {
+    let Some(v) = value else { return Ok(DEFAULT_SHM_DIR.to_string()) };
+    let dir = match v.trim_end_matches('/') {
+        "" => "/",
+        d => d,
+    };
+    if !dir.starts_with('/') || dir.len() > MAX_SHM_DIR_BYTES {
+        bail!(InvalidArgument, "DDSTORE_SHM_DIR={v:?} is not an absolute path of at most {MAX_SHM_DIR_BYTES} bytes");
+    }
+    if !std::path::Path::new(dir).is_dir() {
+        bail!(InvalidArgument, "DDSTORE_SHM_DIR={v:?} is not a directory (it must name a tmpfs or hugetlbfs mount)");
+    }
+    Ok(dir.to_string())
 }
 
 /// A whole number of bytes in [1, `max`].
@@ -380,10 +453,33 @@ mod tests {
             ("DDSTORE_GPU_STAGING_BYTES", "0"),
             ("DDSTORE_GPU_DIRECT", "2"),
             ("DDSTORE_GPU_DIRECT_HOST_IFACE", "gpu"),
+            ("DDSTORE_HUGEPAGES", "on"),
+            ("DDSTORE_HUGEPAGES", "required"),
+            ("DDSTORE_SHM_DIR", "dev/shm"),
+            ("DDSTORE_SHM_DIR", "/no/such/ddstore/dir"),
+            ("DDSTORE_SHM_DIR", "/proc/self/status"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");
         }
+    }
+
+    #[test]
+    fn segment_placement() {
+        assert_eq!(parse(&[]).unwrap().segments, Segments::default());
+        assert_eq!(Segments::default().dir, "/dev/shm");
+        let c = parse(&[("DDSTORE_SHM_DIR", "/tmp//"), ("DDSTORE_HUGEPAGES", " Require")]).unwrap();
+        assert_eq!(c.segments, Segments { dir: "/tmp".into(), huge: HugePages::Require });
+        assert_eq!(parse(&[("DDSTORE_SHM_DIR", "/")]).unwrap().segments.dir, "/");
+        for (v, want) in [("auto", HugePages::Auto), ("OFF", HugePages::Off), ("0", HugePages::Off)] {
+            assert_eq!(parse(&[("DDSTORE_HUGEPAGES", v)]).unwrap().segments.huge, want, "{v}");
+        }
+        // The path must fit the record a segment's owner publishes.
+        let long = format!("/tmp/{}", "d".repeat(MAX_SHM_DIR_BYTES));
+        let e = parse(&[("DDSTORE_SHM_DIR", &long)]).unwrap_err();
+        assert!(e.msg.contains("DDSTORE_SHM_DIR") && e.msg.contains("200 bytes"), "{e}");
+        let e = parse(&[("DDSTORE_SHM_DIR", "/no/such/ddstore/dir")]).unwrap_err();
+        assert!(e.msg.contains("not a directory"), "{e}");
     }
 
     /// Every number has a documented range (docs/environment.md): a value
