@@ -87,6 +87,7 @@ test-c: install-test-prefix
 	cd $(BUILD)/capi-tests && ctest --output-on-failure --timeout 600
 	./scripts/check-pkgconfig.sh $(TEST_PREFIX)
 	./scripts/check-staged-install.sh $(BUILD)
+	./scripts/check-hugepages.sh $(BUILD)/capi-tests
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-c.txt
 
 # The library built against Open MPI (beside MPICH) and its core C, C++ and
@@ -205,6 +206,7 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	for nl in 1 0; do for mode in add chunked; do \
 	  mpiexec -n 2 $(BUILD)/capi-tests/bench --mem $$mode --mem-node-local $$nl \
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
+	./scripts/bench-mem-huge.sh $(BUILD)/capi-tests/bench $(BUILD)/bench/results.jsonl
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --overlap --out $(BUILD)/bench/results.jsonl --append
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --ragged --out $(BUILD)/bench/results.jsonl --append
 	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null

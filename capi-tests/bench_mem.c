@@ -15,7 +15,11 @@
  * every rank is read, and the page tables of the process (VmPTE) are
  * reported: with node-local reads on, every same-node peer's segment is
  * mapped and touched by then (4 KiB pages: 2 MiB of page tables per GiB;
- * huge pages where the kernel grants them: docs/node-local.md). */
+ * huge pages where the kernel grants them: docs/node-local.md). Also reported:
+ * the segment directory (DDSTORE_SHM_DIR) and, from /proc/self/smaps, how
+ * this process maps the node's segments (resident kB, of which mapped with
+ * transparent huge pages, and kB of hugetlbfs pages), so the huge-page run of
+ * `make bench` (scripts/bench-mem-huge.sh) shows what it measured. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +38,28 @@ static int64_t status_bytes(const char *key) {
     }
   if (f) fclose(f);
   return kb * 1024;
+}
+
+/* kB of the node's segment mappings (paths containing "/ddstore."):
+ * seg[0] resident, seg[1] of it PMD-mapped (THP), seg[2] hugetlbfs pages. */
+static void segment_pages(int64_t seg[3]) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  char line[4096];
+  int in = 0;
+  seg[0] = seg[1] = seg[2] = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    size_t k = strcspn(line, " ");
+    if (k == 0 || line[k - 1] != ':') { /* a mapping's header line */
+      char *path = strchr(line, '/');
+      in = path && strstr(path, "/ddstore.") != NULL;
+    } else if (in) {
+      if (!strncmp(line, "Rss:", 4)) seg[0] += strtoll(line + 4, NULL, 10);
+      if (!strncmp(line, "ShmemPmdMapped:", 15)) seg[1] += strtoll(line + 15, NULL, 10);
+      if (!strncmp(line, "Shared_Hugetlb:", 15)) seg[2] += strtoll(line + 15, NULL, 10);
+      if (!strncmp(line, "Private_Hugetlb:", 16)) seg[2] += strtoll(line + 16, NULL, 10);
+    }
+  }
+  if (f) fclose(f);
 }
 
 int mem_check(FILE *out) {
@@ -98,13 +124,17 @@ int mem_check(FILE *out) {
   }
   /* Every row of every rank (after the peak was taken): all mappings touched. */
   for (int64_t g = 0; g < rows * np; g++) TRY(dds_get(s, "mem", row, (size_t)rb, g, 1));
-  int64_t pte = status_bytes("VmPTE");
+  int64_t pte = status_bytes("VmPTE"), seg[3];
+  segment_pages(seg);
   free(row);
   TRY(dds_epoch_end(s));
   TRY(dds_destroy(s));
 
-  enum { NV = 10 };
-  int64_t mine[NV] = {base, extra, rss_after, source, bad, hwm0, (int64_t)(secs * 1e6), info.node_local, pte0, pte};
+  enum { NV = 13 };
+  int64_t mine[NV] = {base, extra, rss_after, source, bad, hwm0, (int64_t)(secs * 1e6), info.node_local, pte0, pte,
+                      seg[0], seg[1], seg[2]};
+  const char *dir = getenv("DDSTORE_SHM_DIR");
+  if (!dir || !*dir) dir = "/dev/shm";
   int64_t *all = me == 0 ? xmalloc(sizeof mine * (size_t)np) : NULL;
   MPI_Gather(mine, NV, MPI_INT64_T, all, NV, MPI_INT64_T, 0, MPI_COMM_WORLD);
   int rc = 0;
@@ -117,16 +147,18 @@ int mem_check(FILE *out) {
               "{\"type\":\"memory\",\"mode\":\"%s\",\"node_local\":%d,\"rank\":%d,\"ranks\":%d,\"shard_bytes\":%lld,\"chunk_bytes\":%lld,"
               "\"baseline_rss\":%lld,\"hwm_before\":%lld,\"source_bytes\":%lld,\"extra_peak_bytes\":%lld,"
               "\"rss_after_bytes\":%lld,\"limit_bytes\":%lld,\"ratio_to_shard\":%.4f,\"met\":%s,\"seconds\":%.3f,"
-              "\"vm_pte_baseline\":%lld,\"vm_pte_bytes\":%lld,\"verified\":%s}\n",
+              "\"vm_pte_baseline\":%lld,\"vm_pte_bytes\":%lld,\"shm_dir\":\"%s\",\"seg_rss_kb\":%lld,"
+              "\"seg_thp_kb\":%lld,\"seg_hugetlb_kb\":%lld,\"verified\":%s}\n",
               g_opt.mem_mode, (int)v[7], q, np, (long long)bytes, add ? 0LL : (long long)chunk_bytes, (long long)v[0],
               (long long)v[5], (long long)v[3], (long long)v[1], (long long)v[2], (long long)limit,
               (double)v[1] / (double)bytes, met ? "true" : "false", (double)v[6] * 1e-6, (long long)v[8],
-              (long long)v[9], v[4] ? "false" : "true");
+              (long long)v[9], dir, (long long)v[10], (long long)v[11], (long long)v[12], v[4] ? "false" : "true");
       printf("memory %-7s node_local %d rank %d: shard %.0f MiB%s: peak above baseline%s %.1f MiB (%.3fx shard), limit %.1f MiB: "
-             "%s; VmPTE %.0f KiB after reading every row (%.0f KiB before)%s\n",
+             "%s; VmPTE %.0f KiB after reading every row (%.0f KiB before); segments in %s: %.0f MiB resident, "
+             "%.0f MiB of it THP, %.0f MiB hugetlbfs%s\n",
              g_opt.mem_mode, (int)v[7], q, bytes / 1048576.0, add ? "" : " + chunk", add ? " minus source" : "",
              v[1] / 1048576.0, (double)v[1] / (double)bytes, limit / 1048576.0, met ? "met" : "MISSED", v[9] / 1024.0,
-             v[8] / 1024.0, v[4] ? ", VERIFY FAILED" : "");
+             v[8] / 1024.0, dir, v[10] / 1024.0, v[11] / 1024.0, v[12] / 1024.0, v[4] ? ", VERIFY FAILED" : "");
     }
     fflush(out);
     free(all);

@@ -11,8 +11,10 @@
  * dds_get_batch_start before the step, its wait after). Reported: T, R,
  * the step alone (the sleeps without reads: what a sleep of T costs on this
  * machine), time per step both ways, and the target 1.15 x max(step alone,
- * R) for prefetch (about T + R expected without). The last batch of every
- * loop is verified row by row. */
+ * R) for prefetch (about T + R expected without), and the time a step spent
+ * inside the library's calls. Each configuration runs with the request
+ * threads scheduled normally and with DDSTORE_REQUEST_PRIORITY=idle. The
+ * last batch of every loop is verified row by row. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,25 +41,34 @@ static void sleep_s(double s) {
   nanosleep(&ts, NULL);
 }
 
-/* Seconds per step of OV_STEPS steps (max over ranks); `ahead` 0: blocking. */
-static double loop(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, double T, int ahead, int *bad) {
+/* Seconds per step of OV_STEPS steps (max over ranks); `ahead` 0: blocking.
+ * `*blocked`: the median time a step spent in the read call (blocking) or
+ * in the wait and the next start (prefetch), max over ranks. */
+static double loop(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, double T, int ahead, int *bad,
+                   double *blocked) {
   size_t bytes = (size_t)(OV_BATCH * rb);
+  double in_call[OV_STEPS] = {0};
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = now_s();
   dds_request *req = NULL;
   if (ahead) TRY(dds_get_batch_start(s, "v", bufs[0], bytes, order[0], OV_BATCH, &req));
   for (int k = 0; k < OV_STEPS; k++) {
+    double c0 = now_s();
     if (!s) {
       /* the step alone */
     } else if (ahead) {
       TRY(dds_request_wait(req));
       if (k + 1 < OV_STEPS) TRY(dds_get_batch_start(s, "v", bufs[(k + 1) % 2], bytes, order[k + 1], OV_BATCH, &req));
+      in_call[k] = now_s() - c0;
     } else {
       TRY(dds_get_batch(s, "v", bufs[k % 2], bytes, order[k], OV_BATCH));
+      in_call[k] = now_s() - c0;
     }
     sleep_s(T);
   }
   double per = (now_s() - t0) / OV_STEPS, worst;
+  double med = bench_median(in_call + 4, OV_STEPS - 4);
+  MPI_Allreduce(&med, blocked, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   /* The last batch, checked outside the timing. */
   if (s) *bad += check_rows(bufs[(OV_STEPS - 1) % 2], order[OV_STEPS - 1], OV_BATCH, rb) != 0;
   MPI_Allreduce(&per, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -72,8 +83,12 @@ int overlap_check(FILE *out) {
   const int nsizes = 2;
   int failed = 0;
   if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d steps):\n", np, OV_BATCH, OV_STEPS);
-  for (size_t mi = 0; mi < sizeof OV_METHODS / sizeof OV_METHODS[0]; mi++) {
+  /* Both schedulings of the request threads (DDSTORE_REQUEST_PRIORITY). */
+  const char *priorities[] = {"normal", "idle"};
+  for (size_t mi = 0; mi < sizeof OV_METHODS / sizeof OV_METHODS[0]; mi++)
+  for (int pi = 0; pi < 2; pi++) {
     const ov_method *m = &OV_METHODS[mi];
+    const char *prio = priorities[pi];
     for (int si = 0; si < nsizes; si++) {
       int64_t rb = sizes[si];
       int64_t rows = (64LL << 20) / rb / np; /* 64 MiB over all ranks: not cache-resident */
@@ -89,7 +104,9 @@ int overlap_check(FILE *out) {
        * thread (docs/environment.md, DDSTORE_MPI_PROGRESS). */
       int progress = m->method == DDS_METHOD_MPI && m->batch_mode == DDS_BATCH_ONESIDED;
       if (progress) setenv("DDSTORE_MPI_PROGRESS", "1", 1);
+      setenv("DDSTORE_REQUEST_PRIORITY", prio, 1);
       dds_status st = dds_create_comm(MPI_COMM_WORLD, &o, &s);
+      unsetenv("DDSTORE_REQUEST_PRIORITY");
       if (progress) unsetenv("DDSTORE_MPI_PROGRESS");
       if (st != DDS_OK) {
         if (me == 0) printf("  %-13s %7lld B: skipped (%s)\n", m->label, (long long)rb, dds_last_error());
@@ -122,29 +139,31 @@ int overlap_check(FILE *out) {
       MPI_Allreduce(&R, &Rmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       double T = Rmax;
       int bad = 0;
-      double plain[OV_REPEATS], ahead[OV_REPEATS], alone[OV_REPEATS];
+      double plain[OV_REPEATS], ahead[OV_REPEATS], alone[OV_REPEATS], in_read[OV_REPEATS], in_wait[OV_REPEATS], none;
       for (int rep = 0; rep < OV_REPEATS; rep++) {
-        alone[rep] = loop(NULL, bufs, order, rb, T, 0, &bad);
-        plain[rep] = loop(s, bufs, order, rb, T, 0, &bad);
-        ahead[rep] = loop(s, bufs, order, rb, T, 1, &bad);
+        alone[rep] = loop(NULL, bufs, order, rb, T, 0, &bad, &none);
+        plain[rep] = loop(s, bufs, order, rb, T, 0, &bad, &in_read[rep]);
+        ahead[rep] = loop(s, bufs, order, rb, T, 1, &bad, &in_wait[rep]);
       }
       double p = bench_median(plain, OV_REPEATS), a = bench_median(ahead, OV_REPEATS), step = bench_median(alone, OV_REPEATS);
+      double loop_read = bench_median(in_read, OV_REPEATS), wait = bench_median(in_wait, OV_REPEATS);
       double target = 1.15 * (step > Rmax ? step : Rmax);
       int allbad = 0;
       MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
       failed |= allbad != 0;
       if (me == 0) {
-        printf("  %-13s %7lld B: R %8.3f ms, T %8.3f ms (step alone %8.3f); per step: no prefetch %8.3f ms, "
-               "prefetch %8.3f ms (target <= %8.3f)%s%s\n",
-               m->label, (long long)rb, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a, 1e3 * target,
-               a <= target ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "");
+        printf("  %-13s %-6s %7lld B: R %8.3f ms, T %8.3f ms (step alone %8.3f); per step: no prefetch %8.3f ms, "
+               "prefetch %8.3f ms (target <= %8.3f)%s%s; read in the loop %8.3f ms, wait+start %8.3f ms\n",
+               m->label, prio, (long long)rb, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a, 1e3 * target,
+               a <= target ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "", 1e3 * loop_read, 1e3 * wait);
         if (out)
           fprintf(out,
-                  "{\"type\": \"overlap\", \"method\": \"%s\", \"rb\": %lld, \"batch\": %d, \"steps\": %d, "
+                  "{\"type\": \"overlap\", \"method\": \"%s\", \"priority\": \"%s\", \"rb\": %lld, \"batch\": %d, \"steps\": %d, "
                   "\"ranks\": %d, \"read_ms\": %.6f, \"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, "
-                  "\"prefetch_ms\": %.6f, \"target_ms\": %.6f, \"verified\": %s}\n",
-                  m->label, (long long)rb, OV_BATCH, OV_STEPS, np, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a,
-                  1e3 * target, allbad ? "false" : "true");
+                  "\"prefetch_ms\": %.6f, \"target_ms\": %.6f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, "
+                  "\"verified\": %s}\n",
+                  m->label, prio, (long long)rb, OV_BATCH, OV_STEPS, np, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a,
+                  1e3 * target, 1e3 * loop_read, 1e3 * wait, allbad ? "false" : "true");
       }
       free(bufs[0]);
       free(bufs[1]);

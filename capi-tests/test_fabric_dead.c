@@ -10,24 +10,32 @@
 #include "common.h"
 
 /* Removes what a process that cannot clean up after itself (killed, or
- * leaving with _exit) left in /dev/shm: libfabric shm regions, named
- * "<pid>:<n>:<n>", and libddstore node-local segments, "ddstore.<pid>.<n>".
- * Returns how many were removed. scripts/check-dev-shm.sh checks at the end
- * of make test that nothing of the suite's is left. */
-static int remove_shm_of(long pid) {
+ * leaving with _exit) left in `dir`: libfabric shm regions, named
+ * "<pid>:<n>:<n>" (in /dev/shm), and libddstore node-local segments,
+ * "ddstore.<pid>.<n>" (in /dev/shm or DDSTORE_SHM_DIR). Returns how many were
+ * removed. scripts/check-dev-shm.sh checks at the end of make test that
+ * nothing of the suite's is left. */
+static int remove_shm_in(const char *dir, long pid) {
   char fab[32], seg[40];
   snprintf(fab, sizeof fab, "%ld:", pid);
   snprintf(seg, sizeof seg, "ddstore.%ld.", pid);
-  DIR *d = opendir("/dev/shm");
+  DIR *d = opendir(dir);
   int n = 0;
   struct dirent *e;
   while (d && (e = readdir(d)) != NULL) {
     if (strncmp(e->d_name, fab, strlen(fab)) != 0 && strncmp(e->d_name, seg, strlen(seg)) != 0) continue;
-    char path[300];
-    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (unlink(path) == 0) n++;
   }
   if (d) closedir(d);
+  return n;
+}
+
+static int remove_shm_of(long pid) {
+  const char *dir = getenv("DDSTORE_SHM_DIR");
+  int n = remove_shm_in("/dev/shm", pid);
+  if (dir && *dir && strcmp(dir, "/dev/shm") != 0) n += remove_shm_in(dir, pid);
   return n;
 }
 

@@ -4,7 +4,8 @@
  * local (dds_profile rows_local) for method 0 and method 1, and with
  * DDSTORE_NODE_LOCAL=0 only the rank's own rows do. Also: several variables,
  * a zero-row rank, groups of width 2, repeated and shuffled indices, updates
- * visible after an epoch or a barrier, and no segment left in /dev/shm.
+ * visible after an epoch or a barrier, and no segment left in /dev/shm (or
+ * DDSTORE_SHM_DIR, where the segments then live).
  * With DDSTORE_NODE_LOCAL_WIDTH=k (a testing aid) runs of k ranks act as
  * nodes, and the counters show which rows took which path. */
 #include <dirent.h>
@@ -45,12 +46,13 @@ static dds_counters counters(dds_store *s, const char *var) {
   return c;
 }
 
-/* Segments of this process still named in /dev/shm (they must be unlinked
- * as soon as the registration has mapped them). */
+/* Segments of this process still named in their directory (they must be
+ * unlinked as soon as the registration has mapped them). */
 static int named_segments(void) {
   char prefix[64];
   snprintf(prefix, sizeof prefix, "ddstore.%ld.", (long)getpid());
-  DIR *d = opendir("/dev/shm");
+  const char *dir = getenv("DDSTORE_SHM_DIR");
+  DIR *d = opendir(dir && *dir ? dir : "/dev/shm");
   if (!d) return 0;
   int n = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;)

@@ -109,6 +109,9 @@
 // (`DDSTORE_GPU_STAGING=0` and no GPUDirect).
 #define DDS_PATH_REFUSED 3
 
+// Longest hand-shake directory `dds_settings` holds, with its NUL.
+#define DDS_SETTINGS_PATH_BYTES 4096
+
 // Result of every libddstore call. `DDS_OK` (0) is success; any other value is
 // an error whose explanation `dds_last_error()` returns on the same thread.
 typedef enum dds_status {
@@ -194,6 +197,35 @@ typedef struct dds_options {
   // always one-sided. (A later field: older callers get the default.)
   int32_t batch_mode;
 } dds_options;
+
+// The settings a store runs with once its options and the environment are
+// resolved, filled by `dds_store_settings`. Set `struct_size =
+// sizeof(dds_settings)` first.
+typedef struct dds_settings {
+  // Size of this struct in bytes, set by the caller.
+  uint32_t struct_size;
+  // `DDS_METHOD_MPI`, `DDS_METHOD_FABRIC` or `DDS_METHOD_SPLIT`.
+  int32_t method;
+  // `DDS_ROLE_CORE`, or `DDS_ROLE_EXTRA` for a method-2 extra member.
+  int32_t role;
+  // `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (methods 1 and 2 are
+  // always one-sided); never `DDS_BATCH_ENV`.
+  int32_t batch_mode;
+  // `DDS_GPU_OFF`, `DDS_GPU_AUTO` or `DDS_GPU_REQUIRE`; never `DDS_GPU_ENV`.
+  int32_t gpu;
+  // 1 if device buffers are staged through pinned host memory, 0 if refused.
+  int32_t gpu_staging;
+  // 1 if `DDSTORE_PROFILE` timers run.
+  int32_t profiling;
+  // 1 if same-node rows are read from shared memory (`DDSTORE_NODE_LOCAL`).
+  int32_t node_local;
+  // 1 if the method-0 progress thread runs (`DDSTORE_MPI_PROGRESS`).
+  int32_t mpi_progress;
+  // Method 2's hand-shake directory (for other methods, the one a
+  // method-2 store would use), NUL-terminated. (4096 is
+  // `DDS_SETTINGS_PATH_BYTES`, written out for the bindings' parsers.)
+  char handshake_dir[4096];
+} dds_settings;
 
 // Description of one variable, filled by `dds_info`.
 typedef struct dds_var_info {
@@ -354,6 +386,19 @@ enum dds_status dds_gpu_available(int32_t *n_devices);
 // usable provider, or the named provider or interface does not exist; on
 // every rank), DDS_ERR_MPI.
 enum dds_status dds_create(int comm_f, const struct dds_options *options, struct dds_store **out);
+
+// Reports the settings `store` runs with, its options and the environment
+// resolved (see `dds_settings`); with `store` NULL, what a store created now
+// with default options would use. Set `out->struct_size =
+// sizeof(dds_settings)` first. Bindings use it rather than parsing the
+// environment themselves. Local and thread-safe; needs no MPI when `store`
+// is NULL.
+//
+// Errors: DDS_ERR_INVALID_ARGUMENT (NULL or unsized `out`; with `store`
+// NULL, a malformed environment variable, named as `dds_create` would),
+// DDS_ERR_BAD_STATE (a destroyed handle), DDS_ERR_MISMATCH (a hand-shake
+// directory longer than `DDS_SETTINGS_PATH_BYTES` - 1 bytes).
+enum dds_status dds_store_settings(struct dds_store *store, struct dds_settings *out);
 
 // Destroys a store: frees every variable, registration and communicator it
 // holds. `dds_destroy(NULL)` does nothing. A handle that was already

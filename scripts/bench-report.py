@@ -75,7 +75,7 @@ def merge(runs):
     for recs in runs:
         for r in recs:
             if r.get("type") == "memory":
-                mem[(r["mode"], r.get("node_local"), r["rank"])] = r
+                mem[(r["mode"], r.get("node_local"), seg_pages(r), r["rank"])] = r
     out += list(mem.values())
     req = {}
     for recs in runs:
@@ -87,7 +87,7 @@ def merge(runs):
     for recs in runs:
         for r in recs:
             if r.get("type") == "overlap":
-                ov[(r["method"], r["rb"])] = r
+                ov[(r["method"], r.get("priority", "normal"), r["rb"])] = r
     out += list(ov.values())
     rg = {}
     for recs in runs:
@@ -381,14 +381,29 @@ def thread_table(R):
     return out
 
 
+def seg_pages(m):
+    """How a memory run's process mapped the node's segments: hugetlbfs,
+    transparent huge pages (the share of resident kB mapped with them), 4 KiB
+    pages, or none (heap shards; runs before the field existed)."""
+    if m.get("seg_hugetlb_kb"):
+        return "hugetlbfs"
+    if m.get("seg_thp_kb"):
+        return f"THP ({100 * m['seg_thp_kb'] / max(m.get('seg_rss_kb') or 1, 1):.0f}%)"
+    return "4 KiB" if m.get("seg_rss_kb") else "–"
+
+
 def memory_table(R):
     if not R.mem:
         return ["(not run)"]
-    out = ["| mode | node-local | rank | shard | chunk | baseline RSS | peak above baseline (minus source) | limit | x shard | met | time in the calls | VmPTE before / after reading every row |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    out = ["| mode | node-local | segments in | segment pages | rank | shard | chunk | baseline RSS | peak above baseline (minus source) | limit | x shard | met | time in the calls | VmPTE before / after reading every row |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for m in R.mem:
         nl = {1: "on", 0: "off"}.get(m.get("node_local"), "?")
-        out.append(f"| {m['mode']} | {nl} | {m['rank']} | {size_name(m['shard_bytes'])} | "
+        where = m.get("shm_dir", "/dev/shm") if nl == "on" else "–"
+        if "/ddstore-bench-thp." in where:  # scripts/bench-mem-huge.sh's mount
+            where = "tmpfs, huge=advise"
+        out.append(f"| {m['mode']} | {nl} | {where} | {seg_pages(m) if nl == 'on' else '–'} | {m['rank']} | "
+                   f"{size_name(m['shard_bytes'])} | "
                    f"{size_name(m['chunk_bytes']) if m['chunk_bytes'] else '–'} | {m['baseline_rss'] / 2**20:.1f} MiB | "
                    f"{m['extra_peak_bytes'] / 2**20:.1f} MiB | {m['limit_bytes'] / 2**20:.1f} MiB | "
                    f"{m['ratio_to_shard']:.3f} | {'yes' if m['met'] else '**no**'} | {m['seconds']:.2f} s | "
@@ -500,14 +515,16 @@ def overlap_table(R):
     """The training-loop figure (bench --overlap, capi-tests/bench_overlap.c)."""
     if not R.overlap:
         return ["(not run)"]
-    out = ["| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
-           "target (1.15 x max(step alone, R)) | met | verified |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    out = ["| method | request threads | row size | read R | step T | step alone | per step, no prefetch | "
+           "per step, prefetch | target (1.15 x max(step alone, R)) | met | in the library per step, prefetch "
+           "(wait + start) | verified |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for m in R.overlap:
         met = m["prefetch_ms"] <= m["target_ms"]
-        out.append(f"| {m['method']} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
-                   f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
-                   f"{m['target_ms']:.3f} ms | {'yes' if met else '**no**'} | "
+        wait = f"{m['wait_ms']:.3f} ms" if "wait_ms" in m else "-"
+        out.append(f"| {m['method']} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | "
+                   f"{m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
+                   f"{m['prefetch_ms']:.3f} ms | {m['target_ms']:.3f} ms | {'yes' if met else '**no**'} | {wait} | "
                    f"{'yes' if m['verified'] else '**NO**'} |")
     return out
 
@@ -638,7 +655,10 @@ def markdown(R, perf_md, spread=None, py=None):
           "tables after dds_create and after reading every row of every rank (node-local on: every peer's segment "
           "mapped and touched). 4 KiB pages cost 2 MiB of page tables per GiB mapped, shared-memory huge pages 512 "
           "times less; anonymous (heap) huge pages keep a deposited page table each on x86, so their VmPTE does not "
-          "drop (their gain is fewer TLB misses).", ""] + memory_table(R) + [""]
+          "drop (their gain is fewer TLB misses). The row with segments on a huge=advise tmpfs "
+          "(scripts/bench-mem-huge.sh, run when `make bench` runs as root; DDSTORE_SHM_DIR there) shows the "
+          "library's MADV_HUGEPAGE taking effect; \"segment pages\" is read from /proc/self/smaps of the segment "
+          "mappings after reading every row.", ""] + memory_table(R) + [""]
     if py:
         L += python_section(R, py)
     L += ["## Training loop: reads behind compute", "",
@@ -646,6 +666,9 @@ def markdown(R, perf_md, spread=None, py=None):
           "standing for a GPU step that leaves the CPU free. Without prefetch a step reads, then sleeps (about "
           "T + R); with prefetch the next batch's `dds_get_batch_start` is issued before the sleep and waited for "
           "after it. \"Step alone\" is the same loop without reads: what the sleeps cost on this machine. "
+          "\"Request threads\": the library threads that carry the reads, scheduled normally (the default) or "
+          "with `DDSTORE_REQUEST_PRIORITY=idle` (`SCHED_IDLE`: a caller thread waking from its step never waits "
+          "behind a read). "
           "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) + [""]
     L += ["## Ragged variables", "",
           "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "

@@ -48,6 +48,66 @@ impl BatchMode {
     }
 }
 
+/// `DDSTORE_REQUEST_PRIORITY`: how the threads that carry non-blocking
+/// reads (`dds_get_batch_start`) are scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestPriority {
+    /// Like the caller's threads (default): a read progresses even while
+    /// the caller keeps every core busy.
+    Normal,
+    /// Linux `SCHED_IDLE`: the threads run only on a core nothing else
+    /// wants, so a caller thread that wakes (after a GPU step, say) never
+    /// waits behind a read; a read then progresses only in idle time.
+    Idle,
+}
+
+/// Whether node-local segments use hugetlbfs pages (`DDSTORE_HUGEPAGES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HugePages {
+    /// Huge pages where they are there to take: a segment of at least one
+    /// huge page goes to `DDSTORE_SHM_DIR` when that is a hugetlbfs mount
+    /// with the free pages (else quietly to /dev/shm), and segments on a
+    /// tmpfs ask for transparent huge pages where its `huge=` option allows.
+    Auto,
+    /// 4 KiB pages: no hugetlbfs, no transparent huge page advice.
+    Off,
+    /// Every segment in hugetlbfs pages (`DDSTORE_SHM_DIR` must be a
+    /// hugetlbfs mount); a segment its pool cannot hold is an error.
+    Require,
+}
+
+impl HugePages {
+    fn parse(v: &str) -> Result<HugePages> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(HugePages::Auto),
+            "off" | "0" | "no" | "false" => Ok(HugePages::Off),
+            "require" => Ok(HugePages::Require),
+            _ => bail!(InvalidArgument, "DDSTORE_HUGEPAGES={v:?} is not one of auto, off, require"),
+        }
+    }
+}
+
+/// Where node-local segments live (`DDSTORE_SHM_DIR`, `DDSTORE_HUGEPAGES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segments {
+    /// Directory of the segment files: a tmpfs or hugetlbfs mount (absolute,
+    /// no trailing slash).
+    pub dir: String,
+    pub huge: HugePages,
+}
+
+impl Default for Segments {
+    fn default() -> Segments {
+        Segments { dir: DEFAULT_SHM_DIR.to_string(), huge: HugePages::Auto }
+    }
+}
+
+/// Default of `DDSTORE_SHM_DIR` (where `shm_open` puts POSIX shared memory).
+pub const DEFAULT_SHM_DIR: &str = "/dev/shm";
+/// Longest `DDSTORE_SHM_DIR`, in bytes: an owner publishes its segment's
+/// whole path to its peers in a fixed-size record (`shard::segment::SegmentId`).
+pub const MAX_SHM_DIR_BYTES: usize = 200;
+
 /// Default of `DDSTORE_ALLTOALL_MAX_BYTES`: bytes a rank receives per round of
 /// a method-0 batched read (DDStore 3.0's default).
 pub const DEFAULT_ALLTOALL_MAX_BYTES: u64 = 2 * 1024 * 1024;
@@ -113,6 +173,8 @@ pub struct Config {
     /// shards while the caller makes no MPI call (default off: see
     /// transport/rma_progress.rs for why it is not on by default).
     pub mpi_progress: bool,
+    /// `DDSTORE_REQUEST_PRIORITY` (see [`RequestPriority`]).
+    pub request_priority: RequestPriority,
     /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
     /// straight from their shared-memory shards (default on; `0` turns it off).
     pub node_local: bool,
@@ -134,6 +196,9 @@ pub struct Config {
     /// destinations to the provider as memory of this interface, so the
     /// GPUDirect registration path runs without a GPU.
     pub gpu_direct_host_iface: Option<crate::gpu::direct::Iface>,
+    /// `DDSTORE_SHM_DIR` and `DDSTORE_HUGEPAGES`: where node-local segments
+    /// live and whether they use huge pages.
+    pub segments: Segments,
 }
 
 impl Config {
@@ -188,6 +253,11 @@ impl Config {
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
             mpi_progress: switch("DDSTORE_MPI_PROGRESS", text("DDSTORE_MPI_PROGRESS"), false)?,
+            request_priority: match text("DDSTORE_REQUEST_PRIORITY").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+                None | Some("normal") => RequestPriority::Normal,
+                Some("idle") => RequestPriority::Idle,
+                Some(v) => bail!(InvalidArgument, "DDSTORE_REQUEST_PRIORITY={v:?} is not one of normal, idle"),
+            },
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
             node_local_width: ranks("DDSTORE_NODE_LOCAL_WIDTH", text("DDSTORE_NODE_LOCAL_WIDTH"))?,
             gpu: match text("DDSTORE_GPU") {
@@ -208,8 +278,31 @@ impl Config {
             gpu_direct_host_iface: text("DDSTORE_GPU_DIRECT_HOST_IFACE")
                 .map(|v| crate::gpu::direct::Iface::parse(&v))
                 .transpose()?,
+            segments: Segments {
+                dir: shm_dir(text("DDSTORE_SHM_DIR"))?,
+                huge: text("DDSTORE_HUGEPAGES").map(|v| HugePages::parse(&v)).transpose()?.unwrap_or(HugePages::Auto),
+            },
         })
     }
+}
+
+/// `DDSTORE_SHM_DIR`: an absolute path of an existing directory, at most
+/// `MAX_SHM_DIR_BYTES` long (trailing slashes dropped); unset is /dev/shm.
+/// Checked here, so a typo fails `dds_create` instead of quietly turning
+/// node-local reads off at the first variable.
+fn shm_dir(value: Option<String>) -> Result<String> {
+    let Some(v) = value else { return Ok(DEFAULT_SHM_DIR.to_string()) };
+    let dir = match v.trim_end_matches('/') {
+        "" => "/",
+        d => d,
+    };
+    if !dir.starts_with('/') || dir.len() > MAX_SHM_DIR_BYTES {
+        bail!(InvalidArgument, "DDSTORE_SHM_DIR={v:?} is not an absolute path of at most {MAX_SHM_DIR_BYTES} bytes");
+    }
+    if !std::path::Path::new(dir).is_dir() {
+        bail!(InvalidArgument, "DDSTORE_SHM_DIR={v:?} is not a directory (it must name a tmpfs or hugetlbfs mount)");
+    }
+    Ok(dir.to_string())
 }
 
 /// A whole number of bytes in [1, `max`].
@@ -290,6 +383,16 @@ mod tests {
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "on")]).unwrap().mpi_progress);
         assert!(!parse(&[("DDSTORE_MPI_PROGRESS", "0")]).unwrap().mpi_progress);
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "sometimes")]).unwrap_err().msg.contains("DDSTORE_MPI_PROGRESS"));
+        assert_eq!(c.request_priority, RequestPriority::Normal);
+        for (v, want) in
+            [("idle", RequestPriority::Idle), (" IDLE ", RequestPriority::Idle), ("normal", RequestPriority::Normal)]
+        {
+            assert_eq!(parse(&[("DDSTORE_REQUEST_PRIORITY", v)]).unwrap().request_priority, want);
+        }
+        for v in ["low", "0", "idle2"] {
+            let e = parse(&[("DDSTORE_REQUEST_PRIORITY", v)]).unwrap_err();
+            assert!(e.msg.contains("DDSTORE_REQUEST_PRIORITY") && e.msg.contains("normal, idle"), "{}", e.msg);
+        }
         assert!(c.node_local);
         assert!(!parse(&[("DDSTORE_NODE_LOCAL", "0")]).unwrap().node_local);
         assert!(parse(&[("DDSTORE_NODE_LOCAL", "1")]).unwrap().node_local);
@@ -350,10 +453,33 @@ mod tests {
             ("DDSTORE_GPU_STAGING_BYTES", "0"),
             ("DDSTORE_GPU_DIRECT", "2"),
             ("DDSTORE_GPU_DIRECT_HOST_IFACE", "gpu"),
+            ("DDSTORE_HUGEPAGES", "on"),
+            ("DDSTORE_HUGEPAGES", "required"),
+            ("DDSTORE_SHM_DIR", "dev/shm"),
+            ("DDSTORE_SHM_DIR", "/no/such/ddstore/dir"),
+            ("DDSTORE_SHM_DIR", "/proc/self/status"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k), "{e}");
         }
+    }
+
+    #[test]
+    fn segment_placement() {
+        assert_eq!(parse(&[]).unwrap().segments, Segments::default());
+        assert_eq!(Segments::default().dir, "/dev/shm");
+        let c = parse(&[("DDSTORE_SHM_DIR", "/tmp//"), ("DDSTORE_HUGEPAGES", " Require")]).unwrap();
+        assert_eq!(c.segments, Segments { dir: "/tmp".into(), huge: HugePages::Require });
+        assert_eq!(parse(&[("DDSTORE_SHM_DIR", "/")]).unwrap().segments.dir, "/");
+        for (v, want) in [("auto", HugePages::Auto), ("OFF", HugePages::Off), ("0", HugePages::Off)] {
+            assert_eq!(parse(&[("DDSTORE_HUGEPAGES", v)]).unwrap().segments.huge, want, "{v}");
+        }
+        // The path must fit the record a segment's owner publishes.
+        let long = format!("/tmp/{}", "d".repeat(MAX_SHM_DIR_BYTES));
+        let e = parse(&[("DDSTORE_SHM_DIR", &long)]).unwrap_err();
+        assert!(e.msg.contains("DDSTORE_SHM_DIR") && e.msg.contains("200 bytes"), "{e}");
+        let e = parse(&[("DDSTORE_SHM_DIR", "/no/such/ddstore/dir")]).unwrap_err();
+        assert!(e.msg.contains("not a directory"), "{e}");
     }
 
     /// Every number has a documented range (docs/environment.md): a value

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover
 _LAZY = ("PyDDStore", "PyDDstoreVarinfo")
 
 __all__ = ["PyDDStore", "PyDDstoreVarinfo", "__version__",
-           "library_path", "library_version", "split_ragged", *_error_names]
+           "library_path", "library_version", "settings", "split_ragged", *_error_names]
 
 
 def __getattr__(name):
@@ -48,6 +48,15 @@ def library_path():
     from . import _lib
     _lib.load()
     return _lib.library_path()
+
+
+def settings():
+    """The settings a store created now with default options would use, as
+    the library resolves them from the environment (a dict: method, role,
+    batch_mode, gpu, gpu_staging, profiling, node_local, mpi_progress,
+    handshake_dir). A store's own: ``PyDDStore.settings``."""
+    from ._core import settings
+    return settings()
 
 
 def library_version():

@@ -48,6 +48,35 @@ _cname = _args.cname
 _row = _args.row
 
 
+def read_settings(lib, handle):
+    """dds_store_settings as a dict; `handle` NULL: what a store created now
+    with default options would use (raises what dds_create would for a
+    malformed environment variable)."""
+    out = _ffi.new("dds_settings *")
+    out.struct_size = _ffi.sizeof("dds_settings")
+    rc = lib.dds_store_settings(handle, out)
+    if rc:
+        raise error_for(rc, _lib.last_error(lib))
+    return {
+        "method": out.method,
+        "role": "extra" if out.role == _lib.DDS_ROLE_EXTRA else "core",
+        "batch_mode": "onesided" if out.batch_mode == _lib.DDS_BATCH_ONESIDED else "collective",
+        "gpu": {_lib.DDS_GPU_OFF: "off", _lib.DDS_GPU_AUTO: "auto", _lib.DDS_GPU_REQUIRE: "require"}[out.gpu],
+        "gpu_staging": bool(out.gpu_staging),
+        "profiling": bool(out.profiling),
+        "node_local": bool(out.node_local),
+        "mpi_progress": bool(out.mpi_progress),
+        "handshake_dir": os.fsdecode(_ffi.string(out.handshake_dir)),
+    }
+
+
+def settings():
+    """What a store created now with default options would use, as the
+    library reads the environment: method, role, batch_mode, gpu,
+    gpu_staging, profiling, node_local, mpi_progress, handshake_dir."""
+    return read_settings(_lib.load(), _NULL)
+
+
 def _comm_self_f():
     # An extra member has no communicator; the C API still takes one, and
     # MPI must be running for it, so use COMM_SELF (importing mpi4py starts MPI).
@@ -88,12 +117,9 @@ class PyDDStore:
         modes = {"collective": _lib.DDS_BATCH_COLLECTIVE, "onesided": _lib.DDS_BATCH_ONESIDED,
                  "one-sided": _lib.DDS_BATCH_ONESIDED}
         if batch_mode is None:
-            # The library refuses a malformed value at dds_create.
-            env = os.environ.get("DDSTORE_BATCH_MODE", "").strip().lower()
-            mode_code, onesided = _lib.DDS_BATCH_ENV, modes.get(env) == _lib.DDS_BATCH_ONESIDED
+            mode_code = _lib.DDS_BATCH_ENV  # DDSTORE_BATCH_MODE, read by the library
         elif isinstance(batch_mode, str) and batch_mode.strip().lower() in modes:
             mode_code = modes[batch_mode.strip().lower()]
-            onesided = mode_code == _lib.DDS_BATCH_ONESIDED
         elif isinstance(batch_mode, str):
             raise InvalidArgumentError(f"batch_mode={batch_mode!r} is not 'collective' or 'onesided'")
         else:
@@ -118,10 +144,7 @@ class PyDDStore:
             comm_f = py2f()
 
         self._method = method
-        self._onesided = onesided or method != 0
         self._role = role
-        # The library refuses a malformed value at dds_create; the same words.
-        self._prof = _args.env_switch("DDSTORE_PROFILE", False)
         self._py_gets = 0
         self._py_get = 0.0
         self._py_sync = 0.0
@@ -133,10 +156,6 @@ class PyDDStore:
         self._c_get_batch = lib.dds_get_batch
         self._c_get_stream = lib.dds_get_stream
         self._c_get_batch_stream = lib.dds_get_batch_stream
-        # The library decides GPU support at creation from DDSTORE_GPU; a store
-        # with it off takes every pointer as host memory, so device buffers
-        # must be stopped here.
-        self._gpu_off = os.environ.get("DDSTORE_GPU", "").strip().lower() in ("0", "off", "no", "false", "host")
 
         opts = _ffi.new("dds_options *")
         self._check(lib.dds_options_init(opts))
@@ -149,6 +168,13 @@ class PyDDStore:
         handle = _ffi.new("dds_store **")
         self._check(lib.dds_create(comm_f, opts, handle))
         self._h = handle[0]  # a cdata `dds_store *`
+        # What the library resolved from the options and the environment.
+        self._settings = read_settings(lib, self._h)
+        self._onesided = self._settings["batch_mode"] == "onesided"
+        self._prof = self._settings["profiling"]
+        # A store with GPU support off takes every pointer as host memory, so
+        # device buffers must be stopped here.
+        self._gpu_off = self._settings["gpu"] == "off"
 
     # -- plumbing ------------------------------------------------------------
 
@@ -218,7 +244,7 @@ class PyDDStore:
         if self._gpu_off:
             raise GPUBufferError(
                 f"GPU {role} buffer for '{name}': GPU support is off for this store "
-                f"(DDSTORE_GPU={os.environ.get('DDSTORE_GPU')} when it was created)")
+                f"(DDSTORE_GPU or its gpu option when it was created)")
         kind, dev = _ffi.new("int32_t *", -1), _ffi.new("int32_t *", -1)
         self._check(self._lib.dds_pointer_kind(ptr, kind, dev))
         if kind[0] == _lib.DDS_MEM_CUDA:
@@ -511,6 +537,16 @@ class PyDDStore:
     @property
     def method(self):
         return self._method
+
+    @property
+    def settings(self):
+        """The settings this store runs with (a dict; see pyddstore.settings)."""
+        return dict(self._settings)
+
+    @property
+    def handshake_dir(self):
+        """The hand-shake directory (method 2's; for others, the one it would use)."""
+        return self._settings["handshake_dir"]
 
     @property
     def batch_mode(self):

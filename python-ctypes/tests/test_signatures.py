@@ -187,7 +187,7 @@ def test_functions_match_header():
 
 def test_structs_match_header():
     structs = parse_structs(read_header())
-    assert set(structs) == {"dds_options", "dds_var_info", "dds_counters"}
+    assert set(structs) == {"dds_options", "dds_var_info", "dds_counters", "dds_settings"}
     assert struct_problems(structs, loaded()[1]) == []
 
 

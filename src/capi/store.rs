@@ -3,13 +3,15 @@
 use std::os::raw::{c_char, c_int};
 
 use super::types::{
-    dds_options, dds_status, dds_store, DDS_CALL_ADD, DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END,
-    DDS_CALL_GET_BATCH, DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS,
+    dds_options, dds_settings, dds_status, dds_store, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED, DDS_CALL_ADD,
+    DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH, DDS_CALL_GET_RAGGED_BATCH,
+    DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO, DDS_GPU_OFF, DDS_GPU_REQUIRE,
+    DDS_ROLE_CORE, DDS_ROLE_EXTRA, DDS_SETTINGS_PATH_BYTES,
 };
-use super::{guard, name_arg, opt_string, register_store, store_of, take_store};
+use super::{check_struct_size, guard, name_arg, opt_string, register_store, store_of, take_store, write_sized};
 use crate::config::BatchMode;
 use crate::error::{bail, Error, Kind, Result};
-use crate::store::{Collective, Options, Store};
+use crate::store::{Collective, Options, Settings, Store};
 
 /// Size of the first version of `dds_options` (everything up to `nic_map`).
 const OPTIONS_V1: usize = std::mem::offset_of!(dds_options, gpu);
@@ -98,6 +100,62 @@ pub unsafe extern "C" fn dds_create(
         });
         let store = Store::create(comm_f, opts, super::raw_extra_role(options))?;
         *out = register_store(store)?;
+        Ok(())
+    })
+}
+
+/// Reports the settings `store` runs with, its options and the environment
+/// resolved (see `dds_settings`); with `store` NULL, what a store created now
+/// with default options would use. Set `out->struct_size =
+/// sizeof(dds_settings)` first. Bindings use it rather than parsing the
+/// environment themselves. Local and thread-safe; needs no MPI when `store`
+/// is NULL.
+///
+/// Errors: DDS_ERR_INVALID_ARGUMENT (NULL or unsized `out`; with `store`
+/// NULL, a malformed environment variable, named as `dds_create` would),
+/// DDS_ERR_BAD_STATE (a destroyed handle), DDS_ERR_MISMATCH (a hand-shake
+/// directory longer than `DDS_SETTINGS_PATH_BYTES` - 1 bytes).
+#[no_mangle]
+pub unsafe extern "C" fn dds_store_settings(store: *mut dds_store, out: *mut dds_settings) -> dds_status {
+    guard("dds_store_settings", || {
+        if out.is_null() {
+            bail!(InvalidArgument, "out is NULL");
+        }
+        let size = (*out).struct_size;
+        check_struct_size("dds_settings", size, std::mem::size_of::<dds_settings>())?;
+        let s = if store.is_null() { Settings::defaults()? } else { store_of(store)?.settings() };
+        let dir = s.handshake_dir.as_os_str().as_encoded_bytes();
+        if dir.len() >= DDS_SETTINGS_PATH_BYTES {
+            bail!(
+                Mismatch,
+                "the hand-shake directory is {} bytes; dds_settings holds at most {}",
+                dir.len(),
+                DDS_SETTINGS_PATH_BYTES - 1
+            );
+        }
+        let mut value = dds_settings {
+            struct_size: size,
+            method: s.method.code(),
+            role: if s.extra { DDS_ROLE_EXTRA } else { DDS_ROLE_CORE },
+            batch_mode: match s.batch_mode {
+                BatchMode::Collective => DDS_BATCH_COLLECTIVE,
+                BatchMode::Onesided => DDS_BATCH_ONESIDED,
+            },
+            gpu: match s.gpu {
+                crate::gpu::Mode::Off => DDS_GPU_OFF,
+                crate::gpu::Mode::Auto => DDS_GPU_AUTO,
+                crate::gpu::Mode::Require => DDS_GPU_REQUIRE,
+            },
+            gpu_staging: s.gpu_staging as i32,
+            profiling: s.profiling as i32,
+            node_local: s.node_local as i32,
+            mpi_progress: s.mpi_progress as i32,
+            handshake_dir: [0; DDS_SETTINGS_PATH_BYTES],
+        };
+        for (d, &b) in value.handshake_dir.iter_mut().zip(dir) {
+            *d = b as c_char;
+        }
+        write_sized(out, &value, size);
         Ok(())
     })
 }

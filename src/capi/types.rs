@@ -178,6 +178,41 @@ const _: () = {
     assert!(Path::Refused as i32 == DDS_PATH_REFUSED);
 };
 
+/// Longest hand-shake directory `dds_settings` holds, with its NUL.
+pub const DDS_SETTINGS_PATH_BYTES: usize = 4096;
+
+/// The settings a store runs with once its options and the environment are
+/// resolved, filled by `dds_store_settings`. Set `struct_size =
+/// sizeof(dds_settings)` first.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct dds_settings {
+    /// Size of this struct in bytes, set by the caller.
+    pub struct_size: u32,
+    /// `DDS_METHOD_MPI`, `DDS_METHOD_FABRIC` or `DDS_METHOD_SPLIT`.
+    pub method: i32,
+    /// `DDS_ROLE_CORE`, or `DDS_ROLE_EXTRA` for a method-2 extra member.
+    pub role: i32,
+    /// `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (methods 1 and 2 are
+    /// always one-sided); never `DDS_BATCH_ENV`.
+    pub batch_mode: i32,
+    /// `DDS_GPU_OFF`, `DDS_GPU_AUTO` or `DDS_GPU_REQUIRE`; never `DDS_GPU_ENV`.
+    pub gpu: i32,
+    /// 1 if device buffers are staged through pinned host memory, 0 if refused.
+    pub gpu_staging: i32,
+    /// 1 if `DDSTORE_PROFILE` timers run.
+    pub profiling: i32,
+    /// 1 if same-node rows are read from shared memory (`DDSTORE_NODE_LOCAL`).
+    pub node_local: i32,
+    /// 1 if the method-0 progress thread runs (`DDSTORE_MPI_PROGRESS`).
+    pub mpi_progress: i32,
+    /// Method 2's hand-shake directory (for other methods, the one a
+    /// method-2 store would use), NUL-terminated. (4096 is
+    /// `DDS_SETTINGS_PATH_BYTES`, written out for the bindings' parsers.)
+    pub handshake_dir: [c_char; 4096],
+}
+const _: () = assert!(std::mem::size_of::<[c_char; DDS_SETTINGS_PATH_BYTES]>() == 4096);
+
 /// Description of one variable, filled by `dds_info`.
 #[repr(C)]
 #[derive(Clone, Copy)]

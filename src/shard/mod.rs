@@ -5,20 +5,22 @@
 //! its pages are resident from `dds_init` on.
 //!
 //! With node-local reads on (see `transport::local`), the block is instead a
-//! POSIX shared-memory segment (`segment.rs`: `shm_open` + `mmap`), so the ranks of the same
+//! shared-memory segment (`segment.rs`: a file in `DDSTORE_SHM_DIR`, default
+//! /dev/shm, or on hugetlbfs, mapped with `mmap`), so the ranks of the same
 //! node can map it read-only and copy rows straight out of it. It is still the
 //! only copy of the shard: the same pages back the MPI window or the fabric
 //! registration. A fresh segment is zero-filled by the kernel and, like the
 //! heap path, costs no memory until rows are written. Its name exists only
 //! while the collective registration maps it on the node's ranks: the owner
 //! unlinks it right after (or when the shard is dropped first), so a process
-//! that dies later leaves nothing behind in /dev/shm.
+//! that dies later leaves nothing behind in the segment directory.
 
 use std::alloc::{self, Layout};
-use std::ffi::CString;
 use std::ptr::NonNull;
 
+use crate::config::Segments;
 use crate::error::{bail, Result};
+use segment::{Segment, SegmentId};
 
 pub(crate) mod segment;
 
@@ -27,13 +29,8 @@ const ALIGN: usize = 64;
 /// Where a shard's bytes live.
 enum Mem {
     Heap,
-    /// A mapped shared-memory segment; `name` until it is unlinked.
-    /// `reserved`: its pages were allocated up front (a copied shard).
-    Shm {
-        name: Option<CString>,
-        id: (i64, i64),
-        reserved: bool,
-    },
+    /// A mapped shared-memory segment (unlinked and unmapped when dropped).
+    Shm(Segment),
 }
 
 pub struct Shard {
@@ -85,55 +82,65 @@ impl Shard {
         }
     }
 
-    /// A shard in a fresh shared-memory segment, zero-filled or holding a copy
-    /// of `src`. `None` when shared memory is unavailable (no /dev/shm, not
-    /// enough room in it, a limit reached): the caller then uses `zeroed` or
-    /// `copy_of` and serves this shard through its transport only.
-    pub fn shared(len: usize, src: Option<&[u8]>) -> Option<Shard> {
+    /// A shard in a fresh shared-memory segment placed as `seg` says
+    /// (`DDSTORE_SHM_DIR`, `DDSTORE_HUGEPAGES`), zero-filled or holding a
+    /// copy of `src`. `Ok(None)` when shared memory is unavailable (no such
+    /// file system, not enough room in it, a limit reached): the caller then
+    /// uses `zeroed` or `copy_of` and serves this shard through its transport
+    /// only. An error when `DDSTORE_HUGEPAGES=require` cannot be met.
+    pub fn shared(len: usize, src: Option<&[u8]>, seg: &Segments) -> Result<Option<Shard>> {
         if len == 0 {
             // Nothing to share: a zero-row rank never owns a row.
-            return Some(Shard { ptr: NonNull::dangling(), len: 0, mem: Mem::Heap });
+            return Ok(Some(Shard { ptr: NonNull::dangling(), len: 0, mem: Mem::Heap }));
         }
         if src.is_some_and(|d| d.len() != len) {
-            return None;
+            return Ok(None);
         }
-        let seg = segment::Segment::create(len, src.is_some())?;
-        let (ptr, name, id) = seg.into_parts();
-        let s = Shard { ptr, len, mem: Mem::Shm { name: Some(name), id, reserved: src.is_some() } };
+        let Some(seg) = Segment::create(len, src.is_some(), seg)? else { return Ok(None) };
+        // SAFETY: a mapping of at least len bytes, owned by the segment.
+        let ptr = unsafe { NonNull::new_unchecked(seg.as_ptr()) };
+        let s = Shard { ptr, len, mem: Mem::Shm(seg) };
         if let Some(data) = src {
-            debug_assert_eq!(data.len(), len);
-            // SAFETY: a fresh mapping of exactly len bytes.
+            // SAFETY: a fresh mapping of at least len bytes.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), s.ptr.as_ptr(), len) };
         }
-        Some(s)
+        Ok(Some(s))
     }
 
-    /// The identity `(pid, sequence)` of the shared segment peers can open
-    /// while it is still linked; `None` for heap memory or once unlinked.
-    pub fn shm_id(&self) -> Option<(i64, i64)> {
+    /// The identity (path) of the shared segment peers can open while it is
+    /// still linked; `None` for heap memory or once unlinked.
+    pub fn shm_id(&self) -> Option<SegmentId> {
         match &self.mem {
-            Mem::Shm { name: Some(_), id, .. } => Some(*id),
-            _ => None,
+            Mem::Shm(seg) => seg.id(),
+            Mem::Heap => None,
         }
     }
 
     /// True when the bytes live in a shared-memory segment.
     pub fn is_shared(&self) -> bool {
-        matches!(self.mem, Mem::Shm { .. })
+        matches!(self.mem, Mem::Shm(_))
     }
 
-    /// True for a shared segment whose pages were allocated when it was made.
+    /// True for a shared segment whose pages were allocated (or, on
+    /// hugetlbfs, reserved) when it was made: writing it cannot run out.
     pub fn is_reserved(&self) -> bool {
-        matches!(self.mem, Mem::Shm { reserved: true, .. })
+        matches!(&self.mem, Mem::Shm(seg) if seg.is_reserved())
+    }
+
+    /// Free bytes of the file system the shared segment's unwritten pages
+    /// will come from; `None` for heap memory, a reserved segment (nothing
+    /// more to come) or when it cannot be asked.
+    pub fn room(&self) -> Option<u128> {
+        match &self.mem {
+            Mem::Shm(seg) => seg.room(),
+            Mem::Heap => None,
+        }
     }
 
     /// Removes the segment's name (the mappings stay valid). Idempotent.
     pub fn unlink(&mut self) {
-        if let Mem::Shm { name, .. } = &mut self.mem {
-            if let Some(n) = name.take() {
-                // SAFETY: a NUL-terminated name we created.
-                unsafe { libc::shm_unlink(n.as_ptr()) };
-            }
+        if let Mem::Shm(seg) = &mut self.mem {
+            seg.unlink();
         }
     }
 
@@ -185,14 +192,9 @@ fn advise_huge_heap(p: *mut u8, len: usize) {
 
 impl Drop for Shard {
     fn drop(&mut self) {
-        if self.is_shared() {
-            self.unlink();
-            // SAFETY: our own mapping of len bytes; nothing refers to it any more
-            // (windows and registrations are released before the shard).
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-            return;
-        }
-        if self.len > 0 {
+        // A segment unlinks and unmaps itself (windows and registrations
+        // are released before the shard).
+        if self.len > 0 && !self.is_shared() {
             // SAFETY: allocated in `alloc` with this layout.
             unsafe { alloc::dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.len, ALIGN)) };
         }

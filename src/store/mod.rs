@@ -34,6 +34,8 @@ mod ragged;
 pub use ragged::RaggedSpec;
 mod request;
 pub use request::{Request, Requests};
+mod settings;
+pub use settings::Settings;
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -325,17 +327,33 @@ impl Store {
             }
             Ok((s, row_bytes, self.new_shard(bytes as usize, src)?))
         });
-        let (s, row_bytes, shard) = agree(&self.comm, local)?;
+        let agreed = agree(&self.comm, local);
+        if agreed.is_err() {
+            // Every rank has dropped the shard it made (in `agree`): meet, so
+            // that its memory (huge pages, /dev/shm) is free when any rank
+            // returns and, say, retries with less.
+            self.comm.barrier()?;
+        }
+        let (s, row_bytes, shard) = agreed?;
         let var = self.build_var(name, name, s, row_bytes, shard)?;
         vars.insert(name.to_string(), var);
         Ok(())
     }
 
     /// A shard of `bytes` bytes, zero-filled or a copy of `src`. Node-local
-    /// reads need it in shared memory; without them (or when that fails)
-    /// the heap, and the transport for peers.
+    /// reads need it in shared memory (placed per `DDSTORE_SHM_DIR` and
+    /// `DDSTORE_HUGEPAGES`); without them (or when that fails quietly) the
+    /// heap, and the transport for peers.
     pub(crate) fn new_shard(&self, bytes: usize, src: Option<&[u8]>) -> Result<Shard> {
-        let shared = if self.node.on { Shard::shared(bytes, src) } else { None };
+        let seg = &self.cfg.segments;
+        if !self.node.on && seg.huge == crate::config::HugePages::Require {
+            bail!(
+                InvalidArgument,
+                "DDSTORE_HUGEPAGES=require asks for node-local segments in huge pages, but node-local reads are off \
+                 (DDSTORE_NODE_LOCAL=0 on some rank)"
+            );
+        }
+        let shared = if self.node.on { Shard::shared(bytes, src, seg)? } else { None };
         match (shared, src) {
             (Some(s), _) => Ok(s),
             (None, Some(data)) => Shard::copy_of(data),

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::{Method, Store};
+use crate::config::RequestPriority;
 use crate::error::{bail, err, Error, Result};
 use crate::gpu::{self, MemKind, Mode};
 use crate::transport::exchange::Scratch;
@@ -113,7 +114,7 @@ impl Drop for Request {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Lane {
     Collective = 0,
     Onesided = 1,
@@ -142,7 +143,9 @@ pub struct Requests {
 }
 
 impl Requests {
-    fn submit(&self, lane: Lane, job: Job) -> Result<Arc<Done>> {
+    /// Queues `job`; the lane's threads start on first use, scheduled as
+    /// `priority` says.
+    fn submit(&self, lane: Lane, priority: RequestPriority, job: Job) -> Result<Arc<Done>> {
         let done = Arc::new(Done::default());
         let mut l = self.shared.lanes.lock();
         if l.closed {
@@ -153,7 +156,10 @@ impl Requests {
             let sh = self.shared.clone();
             std::thread::Builder::new()
                 .name("ddstore-request".into())
-                .spawn(move || worker(sh, lane))
+                .spawn(move || {
+                    lower_priority(priority);
+                    worker(sh, lane)
+                })
                 .map_err(|e| err!(NoMemory, "cannot start a request thread: {e}"))?;
             l.threads[lane as usize] += 1;
         }
@@ -184,6 +190,16 @@ impl Drop for Requests {
         // The threads hold only `Shared`: they see `closed` and exit.
         self.shared.lanes.lock().closed = true;
         self.shared.work.notify_all();
+    }
+}
+
+/// `SCHED_IDLE` for this thread when asked (Linux; elsewhere, or if the
+/// kernel refuses, the thread keeps the normal policy: only timing differs).
+fn lower_priority(priority: RequestPriority) {
+    if priority == RequestPriority::Idle {
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; `p` outlives the call.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
     }
 }
 
@@ -260,7 +276,7 @@ impl Store {
         })?;
         let (store, name, idx) = (self.clone(), name.to_string(), idx.to_vec());
         let job = Box::new(move || store.get_batch(&name, to.ptr(), dst_bytes, Ok(&idx)));
-        Ok(Request::new(self.requests.submit(Lane::Onesided, job)?, finish))
+        Ok(Request::new(self.requests.submit(Lane::Onesided, self.cfg.request_priority, job)?, finish))
     }
 
     /// Method 0, collective mode: agree now, exchange on the collective lane.
@@ -294,7 +310,7 @@ impl Store {
             unsafe { store.collective_move(comm, v, rows, rounds, to.ptr(), &mut scratch) }
         });
         // Every rank agreed; a failure to queue here is a lone rank's.
-        Ok(Request::new(self.requests.submit(Lane::Collective, job)?, finish))
+        Ok(Request::new(self.requests.submit(Lane::Collective, self.cfg.request_priority, job)?, finish))
     }
 
     /// Where a request's rows land: `dst` itself (host memory), or a host
@@ -363,7 +379,7 @@ mod tests {
                     seen.lock().push(k);
                     Ok(())
                 });
-                Request::new(rq.submit(Lane::Collective, job).unwrap(), None)
+                Request::new(rq.submit(Lane::Collective, RequestPriority::Normal, job).unwrap(), None)
             })
             .collect();
         for r in reqs.iter_mut().rev() {
@@ -385,13 +401,20 @@ mod tests {
                 d.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             });
-            drop(Request::new(rq.submit(Lane::Onesided, job).unwrap(), None)); // drop waits
+            drop(Request::new(rq.submit(Lane::Onesided, RequestPriority::Normal, job).unwrap(), None));
+            // drop waits
         }
         assert_eq!(done.load(Ordering::SeqCst), 8);
-        let mut bad = Request::new(rq.submit(Lane::Onesided, Box::new(|| bail!(Timeout, "peer gone"))).unwrap(), None);
+        let mut bad = Request::new(
+            rq.submit(Lane::Onesided, RequestPriority::Normal, Box::new(|| bail!(Timeout, "peer gone"))).unwrap(),
+            None,
+        );
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
-        let mut boom = Request::new(rq.submit(Lane::Onesided, Box::new(|| panic!("oops"))).unwrap(), None);
+        let mut boom = Request::new(
+            rq.submit(Lane::Onesided, RequestPriority::Normal, Box::new(|| panic!("oops"))).unwrap(),
+            None,
+        );
         rq.drain();
         std::panic::set_hook(hook);
         assert!(bad.is_done() && boom.is_done());
@@ -400,6 +423,27 @@ mod tests {
         assert!(e.msg.contains("oops"), "{}", e.msg);
         assert!(bad.wait().unwrap_err().msg.contains("already waited"));
         rq.close();
-        assert!(rq.submit(Lane::Onesided, Box::new(|| Ok(()))).is_err());
+        assert!(rq.submit(Lane::Onesided, RequestPriority::Normal, Box::new(|| Ok(()))).is_err());
+    }
+
+    #[test]
+    fn threads_run_under_the_policy_asked_for() {
+        for (priority, want) in
+            [(RequestPriority::Normal, libc::SCHED_OTHER), (RequestPriority::Idle, libc::SCHED_IDLE)]
+        {
+            let rq = Requests::default();
+            let seen = Arc::new(AtomicUsize::new(usize::MAX));
+            for lane in [Lane::Onesided, Lane::Collective] {
+                let s = seen.clone();
+                let job: Job = Box::new(move || {
+                    // SAFETY: asks about the calling thread only.
+                    s.store(unsafe { libc::sched_getscheduler(0) } as usize, Ordering::SeqCst);
+                    Ok(())
+                });
+                Request::new(rq.submit(lane, priority, job).unwrap(), None).wait().unwrap();
+                assert_eq!(seen.load(Ordering::SeqCst), want as usize, "{priority:?} {lane:?}");
+            }
+            rq.close();
+        }
     }
 }

@@ -1,11 +1,11 @@
 //! Node-local reads: rows owned by a rank of the same node are copied straight
 //! out of the owner's shard memory, with no MPI or fabric traffic.
 //!
-//! Design: each shard is a POSIX shared-memory segment (`Shard::shared`). At
-//! registration (collective) the ranks of a node exchange their segments'
-//! identities over the node communicator, map each other's segments
-//! read-only, meet at a barrier, and then every owner unlinks its segment's
-//! name. From then on the segments have no name (nothing can leak if a
+//! Design: each shard is a shared-memory segment (`Shard::shared`: a file in
+//! `DDSTORE_SHM_DIR`, /dev/shm by default). At registration (collective) the
+//! ranks of a node exchange their segments' identities (paths) over the node
+//! communicator, map each other's segments read-only, meet at a barrier, and
+//! then every owner unlinks its segment's name. From then on the segments have no name (nothing can leak if a
 //! process dies) and each lives until the last mapping goes. The shard is
 //! still stored once: the owner's window (method 0) or fabric registration
 //! (method 1) covers the same pages, and peers only map them.
@@ -33,10 +33,23 @@ use std::sync::Arc;
 use crate::copy::copy_rows;
 use crate::error::Result;
 use crate::mpi::{agree, Comm};
-use crate::shard::segment::{shm_avail, Mapping};
+use crate::shard::segment::{Mapping, SegmentId};
 use crate::shard::Shard;
 
 const NONE: u32 = u32::MAX;
+
+/// What a rank tells the others of its node about its shard.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Offer {
+    /// Where its segment is (empty without one).
+    id: SegmentId,
+    len: i64,
+    /// It has a segment, or needs none (no rows).
+    ready: i64,
+    /// Bytes of its segment whose pages are not allocated yet.
+    sparse: i64,
+}
 
 /// Which store ranks share this rank's node.
 pub struct NodeMap {
@@ -132,26 +145,26 @@ impl Near {
         };
         let id = shard.shm_id();
         let ready = shard.len() == 0 || id.is_some();
-        let (pid, seq) = id.unwrap_or((0, 0));
         let sparse = if id.is_some() && !shard.is_reserved() { shard.len() as i64 } else { 0 };
-        let all = ncomm.allgather(&[pid, seq, shard.len() as i64, ready as i64, sparse]);
+        let offer = Offer { id: id.unwrap_or_default(), len: shard.len() as i64, ready: ready as i64, sparse };
+        let all = ncomm.allgather(&offer);
         let mut ok = ready;
         if let Ok(all) = &all {
             // The node's zero-filled segments get their pages as rows are
-            // written: they must fit in /dev/shm together (each rank sees
-            // the same sum and about the same free space).
-            let sparse: i64 = all.iter().map(|m| m[4]).sum();
-            if sparse > 0 && shm_avail().is_some_and(|a| a < sparse as u128) {
+            // written: they must fit together (each rank sees the same sum
+            // and about the same free space in its segment directory).
+            let sparse: i64 = all.iter().map(|m| m.sparse).sum();
+            if sparse > 0 && shard.room().is_some_and(|a| a < sparse as u128) {
                 ok = false;
             }
             near.bases = vec![std::ptr::null(); all.len()];
             for (s, m) in all.iter().enumerate() {
                 if s == ncomm.rank() {
                     near.bases[s] = own;
-                } else if m[3] == 0 {
+                } else if m.ready == 0 {
                     ok = false;
-                } else if m[2] > 0 && ok {
-                    match Mapping::open((m[0], m[1]), m[2] as usize) {
+                } else if m.len > 0 && ok {
+                    match Mapping::open(&m.id, m.len as usize) {
                         Some(map) => {
                             near.bases[s] = map.as_ptr();
                             near._maps.push(map);

@@ -198,7 +198,11 @@ def _safe_name(name):
 
 
 def _handshake_dir(handshake_dir):
-    return handshake_dir or os.environ.get("DDSTORE_HANDSHAKE_DIR") or "./ddstore_hs"
+    """The explicit directory, else the one the library would use."""
+    if handshake_dir:
+        return handshake_dir
+    import pyddstore
+    return pyddstore.settings()["handshake_dir"]
 
 
 def _agree(comm, value, err):
