@@ -1,6 +1,6 @@
 //! Shared-memory segments: the memory of a shard when node-local reads are
 //! on (created and filled by its owner) and the read-only mappings of
-//! peers' segments (`backend::local` maps them).
+//! peers' segments (`transport::local` maps them).
 //!
 //! A segment is a file in `DDSTORE_SHM_DIR` (default /dev/shm, where
 //! `shm_open` would put it), so any tmpfs or hugetlbfs mount can hold it; its
