@@ -41,7 +41,41 @@ pub struct RaggedIndex {
 /// its item count, two native-endian u64s.
 pub const INDEX_ROW_BYTES: u64 = 16;
 
+/// What a variable is made of before its first read: registered by the
+/// core (`rank` its place in `layout`) or joined by an extra member (`rank`
+/// past the end: it holds no rows).
+pub struct Parts {
+    pub name: String,
+    pub row_elems: i64,
+    pub item_size: i32,
+    pub row_bytes: u64,
+    pub layout: Layout,
+    pub rank: usize,
+    pub shard: Shard,
+    pub near: Near,
+    pub transport: Transport,
+}
+
 impl Variable {
+    /// A fixed-row variable with no counts, registrations or ragged index yet.
+    pub fn new(p: Parts) -> Variable {
+        let Parts { name, row_elems, item_size, row_bytes, layout, rank, shard, near, transport } = p;
+        Variable {
+            name,
+            row_elems,
+            item_size,
+            row_bytes,
+            layout,
+            rank,
+            shard,
+            near,
+            transport,
+            counters: Default::default(),
+            recv: Mutex::new(Vec::new()),
+            ragged: None,
+        }
+    }
+
     /// Rows held by this rank.
     pub fn local_rows(&self) -> i64 {
         if self.rank >= self.layout.n_ranks() {

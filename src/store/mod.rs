@@ -23,7 +23,7 @@ use crate::transport::local::{Near, NodeMap};
 use crate::transport::mpi_rma::RmaVar;
 use crate::transport::rma_progress::RmaProgress;
 use crate::transport::{ReadCtx, Transport};
-use crate::var::Variable;
+use crate::var::{Parts, Variable};
 
 mod split;
 use split::Split;
@@ -406,7 +406,7 @@ impl Store {
         let transport =
             agree(&self.comm, transport).map_err(|e| Error::new(e.kind, format!("variable '{name}': {}", e.msg)))?;
         self.publish_if_core(record, &s, &layout, &transport)?;
-        Ok(Variable {
+        Ok(Variable::new(Parts {
             name: name.to_string(),
             row_elems: s.row_elems,
             item_size: s.item_size,
@@ -416,10 +416,7 @@ impl Store {
             shard,
             near,
             transport,
-            counters: Default::default(),
-            recv: Mutex::new(Vec::new()),
-            ragged: None,
-        })
+        }))
     }
 
     /// What `v`'s transport needs from the store for a read.

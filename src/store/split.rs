@@ -24,7 +24,7 @@ use crate::shard::Shard;
 use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::transport::local::{Near, NodeMap};
 use crate::transport::Transport;
-use crate::var::Variable;
+use crate::var::{Parts, Variable};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -364,7 +364,7 @@ impl Store {
             rec.ranks.iter().map(|r| r.key).collect(),
             rec.ranks.iter().map(|r| r.base).collect(),
         )?;
-        let var = Variable {
+        let var = Variable::new(Parts {
             name: name.to_string(),
             row_elems: rec.row_elems,
             item_size: rec.item_size,
@@ -374,10 +374,7 @@ impl Store {
             shard: Shard::zeroed(0)?,
             near: Near::remote_only(),
             transport: Transport::Fabric(fv),
-            counters: Default::default(),
-            recv: Mutex::new(Vec::new()),
-            ragged: None,
-        };
+        });
         Ok((var, rec.session))
     }
 
