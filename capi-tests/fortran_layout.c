@@ -29,6 +29,12 @@ int32_t dds_test_c_layout(int64_t *out, int32_t cap) {
       offsetof(dds_counters, lock_wait_ns), offsetof(dds_counters, mr_ns), offsetof(dds_counters, mr_miss),
       offsetof(dds_counters, read_ns), offsetof(dds_counters, cq_ns), offsetof(dds_counters, req_bytes_sent),
       offsetof(dds_counters, req_bytes_recv),
+      /* dds_settings */
+      sizeof(dds_settings), offsetof(dds_settings, struct_size), offsetof(dds_settings, method),
+      offsetof(dds_settings, role), offsetof(dds_settings, batch_mode), offsetof(dds_settings, gpu),
+      offsetof(dds_settings, gpu_staging), offsetof(dds_settings, profiling), offsetof(dds_settings, node_local),
+      offsetof(dds_settings, mpi_progress), offsetof(dds_settings, handshake_dir),
+      sizeof(((dds_settings *)0)->handshake_dir), DDS_SETTINGS_PATH_BYTES,
       /* constants */
       DDS_OK, DDS_ERR_INVALID_ARGUMENT, DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_DUPLICATE_VARIABLE,
       DDS_ERR_INDEX_OUT_OF_RANGE, DDS_ERR_MISMATCH, DDS_ERR_BAD_STATE, DDS_ERR_UNSUPPORTED, DDS_ERR_MPI,

@@ -222,6 +222,14 @@ void test_errors() {
   ddstore::Store empty;
   EXPECT(!empty);
   EXPECT_ERROR(empty.info("v"), DDS_ERR_INVALID_ARGUMENT, "NULL");
+  EXPECT_ERROR(empty.settings(), DDS_ERR_INVALID_ARGUMENT, "empty");
+  // Settings: the store's (method 0, core, a resolved batch mode) and the
+  // defaults, which a store created with default options matches.
+  ddstore::Settings mine_s = s.settings(), defaults = ddstore::Store::default_settings();
+  EXPECT(mine_s.method == DDS_METHOD_MPI && mine_s.role == DDS_ROLE_CORE && mine_s.batch_mode != DDS_BATCH_ENV &&
+         mine_s.gpu != DDS_GPU_ENV);
+  EXPECT(defaults.batch_mode == mine_s.batch_mode && defaults.profiling == mine_s.profiling &&
+         std::string(defaults.handshake_dir) == mine_s.handshake_dir);
   // Error is a std::runtime_error.
   try {
     s.info("missing");

@@ -17,6 +17,7 @@ program test_fortran_errors
   integer(c_int64_t), parameter :: ELEMS = 4
   type(dds_store_t) :: store, stale, none
   type(dds_var_info_t) :: info
+  type(dds_settings_t) :: settings, defaults
   type(dds_counters_t) :: counters
   real(c_double), allocatable :: empty(:, :)
   integer(c_int64_t), allocatable :: none_idx(:)
@@ -117,6 +118,15 @@ program test_fortran_errors
   call dds_epoch_end(store)
   call dds_info(none, 'v', info, status=st)
   call expect_err(st, DDS_ERR_INVALID_ARGUMENT, 'NULL', 'a store never created')
+
+  ! ---- settings: the store's, and the defaults (a store never created) ----
+  call dds_store_settings(store, settings)
+  call expect(settings%method == DDS_METHOD_MPI .and. settings%role == DDS_ROLE_CORE .and. &
+              (settings%batch_mode == DDS_BATCH_COLLECTIVE .or. settings%batch_mode == DDS_BATCH_ONESIDED) .and. &
+              settings%gpu /= DDS_GPU_ENV .and. len(settings%handshake_dir) > 0, 'dds_store_settings of the store')
+  call dds_store_settings(none, defaults)
+  call expect(defaults%handshake_dir == settings%handshake_dir .and. defaults%batch_mode == settings%batch_mode &
+              .and. (defaults%profiling .eqv. settings%profiling), 'dds_store_settings defaults match the store')
 
   ! ---- receive registration ----
   call dds_register_recv(store, 'v', big(:, 1:6:2), status=st)

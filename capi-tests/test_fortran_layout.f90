@@ -1,5 +1,6 @@
 ! The Fortran module's bind(C) types and constants against the C header:
-! sizes and field offsets of c_dds_options, c_dds_var_info, c_dds_counters
+! sizes and field offsets of c_dds_options, c_dds_var_info, c_dds_counters,
+! c_dds_settings
 ! (computed here with c_sizeof and c_loc) must equal sizeof/offsetof from C
 ! (fortran_layout.c), and every constant must have the C value and name.
 ! Needs no MPI.
@@ -20,6 +21,7 @@ program test_fortran_layout
   type(c_dds_options), target :: o
   type(c_dds_var_info), target :: v
   type(c_dds_counters), target :: c
+  type(c_dds_settings), target :: g
   integer(c_int64_t) :: want(200), got(200)
   character(len=40) :: what(200)
   integer :: n, nc, i, passed, failed
@@ -72,6 +74,20 @@ program test_fortran_layout
   call fact('dds_counters.cq_ns', off(c_loc(c%cq_ns), c_loc(c)))
   call fact('dds_counters.req_bytes_sent', off(c_loc(c%req_bytes_sent), c_loc(c)))
   call fact('dds_counters.req_bytes_recv', off(c_loc(c%req_bytes_recv), c_loc(c)))
+
+  call fact('sizeof(dds_settings)', int(c_sizeof(g), c_int64_t))
+  call fact('dds_settings.struct_size', off(c_loc(g%struct_size), c_loc(g)))
+  call fact('dds_settings.method', off(c_loc(g%method), c_loc(g)))
+  call fact('dds_settings.role', off(c_loc(g%role), c_loc(g)))
+  call fact('dds_settings.batch_mode', off(c_loc(g%batch_mode), c_loc(g)))
+  call fact('dds_settings.gpu', off(c_loc(g%gpu), c_loc(g)))
+  call fact('dds_settings.gpu_staging', off(c_loc(g%gpu_staging), c_loc(g)))
+  call fact('dds_settings.profiling', off(c_loc(g%profiling), c_loc(g)))
+  call fact('dds_settings.node_local', off(c_loc(g%node_local), c_loc(g)))
+  call fact('dds_settings.mpi_progress', off(c_loc(g%mpi_progress), c_loc(g)))
+  call fact('dds_settings.handshake_dir', off(c_loc(g%handshake_dir), c_loc(g)))
+  call fact('sizeof(dds_settings.handshake_dir)', int(size(g%handshake_dir), c_int64_t))
+  call fact('DDS_SETTINGS_PATH_BYTES', int(DDS_SETTINGS_PATH_BYTES, c_int64_t))
 
   call fact('DDS_OK', int(DDS_OK, c_int64_t))
   call fact('DDS_ERR_INVALID_ARGUMENT', int(DDS_ERR_INVALID_ARGUMENT, c_int64_t))

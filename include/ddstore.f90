@@ -4,7 +4,7 @@
 !  * the raw interface: every dds_* function of ddstore.h as a bind(C)
 !    interface named c_dds_* (same arguments as in C: 0-based rows, byte
 !    sizes, c_ptr buffers and NUL-terminated names), the constants, and the
-!    bind(C) types c_dds_options, c_dds_var_info and c_dds_counters that
+!    bind(C) types c_dds_options, c_dds_var_info, c_dds_counters and c_dds_settings that
 !    mirror the C structs field by field;
 !  * friendly wrappers, named like the C functions (dds_create, dds_add,
 !    dds_get, ...), which take Fortran arrays and strings.
@@ -82,6 +82,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_BATCH_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_BATCH_COLLECTIVE = 0
   integer(c_int32_t), parameter, public :: DDS_BATCH_ONESIDED = 1
+  integer(c_int32_t), parameter, public :: DDS_SETTINGS_PATH_BYTES = 4096
   integer(c_int32_t), parameter, public :: DDS_MEM_HOST = 0
   integer(c_int32_t), parameter, public :: DDS_MEM_CUDA = 1
   integer(c_int32_t), parameter, public :: DDS_MEM_ROCM = 2
@@ -144,6 +145,19 @@ module ddstore
     integer(c_int64_t) :: req_bytes_recv = 0
   end type c_dds_counters
 
+  type, bind(C), public :: c_dds_settings
+    integer(c_int32_t) :: struct_size = 0
+    integer(c_int32_t) :: method = 0
+    integer(c_int32_t) :: role = 0
+    integer(c_int32_t) :: batch_mode = 0
+    integer(c_int32_t) :: gpu = 0
+    integer(c_int32_t) :: gpu_staging = 0
+    integer(c_int32_t) :: profiling = 0
+    integer(c_int32_t) :: node_local = 0
+    integer(c_int32_t) :: mpi_progress = 0
+    character(kind=c_char) :: handshake_dir(DDS_SETTINGS_PATH_BYTES) = c_null_char
+  end type c_dds_settings
+
   ! ---------------------------------------------------------------------
   ! Friendly types
   ! ---------------------------------------------------------------------
@@ -175,6 +189,20 @@ module ddstore
     integer :: device_path = 0                ! DDS_PATH_*: how rows reach device buffers
   end type dds_var_info_t
 
+  ! What dds_store_settings returns: what a store runs with once its options
+  ! and the environment are resolved.
+  type, public :: dds_settings_t
+    integer :: method = 0                     ! DDS_METHOD_*
+    integer :: role = 0                       ! DDS_ROLE_*
+    integer :: batch_mode = 0                 ! DDS_BATCH_COLLECTIVE or DDS_BATCH_ONESIDED
+    integer :: gpu = 0                        ! DDS_GPU_OFF, DDS_GPU_AUTO or DDS_GPU_REQUIRE
+    logical :: gpu_staging = .false.          ! device buffers staged through host memory
+    logical :: profiling = .false.            ! DDSTORE_PROFILE timers run
+    logical :: node_local = .false.           ! same-node rows read from shared memory
+    logical :: mpi_progress = .false.         ! the method-0 progress thread runs
+    character(len=:), allocatable :: handshake_dir
+  end type dds_settings_t
+
   ! What dds_profile returns: per-variable read counters; times in ns,
   ! which advance only while profiling is on (DDSTORE_PROFILE=1).
   type, public :: dds_counters_t
@@ -198,6 +226,7 @@ module ddstore
   public :: c_dds_get_stream, c_dds_get_batch_stream, c_dds_pointer_kind, c_dds_gpu_available
   public :: c_dds_fail_collective
   public :: c_dds_get_batch_start, c_dds_request_test, c_dds_request_wait, c_dds_request_free
+  public :: c_dds_store_settings
   public :: c_dds_add_ragged, c_dds_ragged_lengths, c_dds_get_ragged_batch, c_dds_join_ragged
 
   interface
@@ -324,6 +353,13 @@ module ddstore
       type(c_dds_var_info), intent(inout) :: out
       integer(c_int) :: st
     end function c_dds_info
+
+    function c_dds_store_settings(store, out) bind(C, name="dds_store_settings") result(st)
+      import :: c_int, c_ptr, c_dds_settings
+      type(c_ptr), value :: store
+      type(c_dds_settings), intent(inout) :: out
+      integer(c_int) :: st
+    end function c_dds_store_settings
 
     function c_dds_profile(store, name, out) bind(C, name="dds_profile") result(st)
       import :: c_int, c_ptr, c_char, c_dds_counters
@@ -513,7 +549,7 @@ module ddstore
   public :: dds_create, dds_destroy, dds_epoch_begin, dds_epoch_end, dds_join
   public :: dds_remove, dds_extra_done, dds_wait_extras
   public :: dds_init, dds_add, dds_update, dds_get, dds_get_batch
-  public :: dds_register_recv, dds_unregister_recv, dds_info, dds_profile
+  public :: dds_register_recv, dds_unregister_recv, dds_info, dds_profile, dds_store_settings
   public :: dds_version, dds_status_string, dds_last_error_message
   ! Ragged variables: real(c_double) samples, rows of size(a, 1) values;
   ! sample numbers are 1-based, as rows are.
@@ -778,6 +814,40 @@ contains
     end if
     call finish(st, status)
   end subroutine dds_profile
+
+  ! The settings `store` runs with, its options and the environment
+  ! resolved; for a store never created (a null handle), what a store
+  ! created now with default options would use (needs no MPI).
+  subroutine dds_store_settings(store, settings, status)
+    type(dds_store_t), intent(in) :: store
+    type(dds_settings_t), intent(out) :: settings
+    integer, intent(out), optional :: status
+    type(c_dds_settings) :: raw
+    integer(c_int) :: st
+    integer :: i, n
+    raw%struct_size = int(c_sizeof(raw), c_int32_t)
+    st = c_dds_store_settings(store%handle, raw)
+    if (st == DDS_OK) then
+      settings%method = int(raw%method)
+      settings%role = int(raw%role)
+      settings%batch_mode = int(raw%batch_mode)
+      settings%gpu = int(raw%gpu)
+      settings%gpu_staging = raw%gpu_staging /= 0
+      settings%profiling = raw%profiling /= 0
+      settings%node_local = raw%node_local /= 0
+      settings%mpi_progress = raw%mpi_progress /= 0
+      n = 0
+      do while (n < size(raw%handshake_dir))
+        if (raw%handshake_dir(n + 1) == c_null_char) exit
+        n = n + 1
+      end do
+      allocate(character(len=n) :: settings%handshake_dir)
+      do i = 1, n
+        settings%handshake_dir(i:i) = raw%handshake_dir(i)
+      end do
+    end if
+    call finish(st, status)
+  end subroutine dds_store_settings
 
   ! =====================================================================
   ! Workers behind the generic interfaces. `p` is the array's address

@@ -90,6 +90,9 @@ struct VarInfo {
 // What Store::profile returns (see dds_counters in ddstore.h).
 using Counters = dds_counters;
 
+// What Store::settings and Store::default_settings return (see dds_settings).
+using Settings = dds_settings;
+
 // A pointer and a number of elements (C++17 has no std::span).
 template <class T>
 struct Span {
@@ -244,6 +247,15 @@ class Store {
   explicit operator bool() const noexcept { return h_ != nullptr; }
 
   static std::string version() { return dds_version(); }
+
+  // What a store created now with default options would use (the
+  // environment as the library reads it); needs no MPI.
+  static Settings default_settings() {
+    Settings out{};
+    out.struct_size = sizeof out;
+    detail::check(dds_store_settings(nullptr, &out));
+    return out;
+  }
 
   // ---- variables (collective) ----
 
@@ -463,6 +475,15 @@ class Store {
     raw.struct_size = sizeof raw;
     detail::check(dds_info(h_, detail::local_name(name), &raw));
     return to_info(raw);
+  }
+
+  // The settings this store runs with (its options over the environment).
+  Settings settings() const {
+    if (!h_) throw Error(DDS_ERR_INVALID_ARGUMENT, "dds_store_settings: this Store is empty (NULL handle)");
+    Settings out{};
+    out.struct_size = sizeof out;
+    detail::check(dds_store_settings(h_, &out));
+    return out;
   }
 
   Counters profile(const std::string& name) const {
