@@ -4,16 +4,21 @@
  *   mpiexec -n 2 bench --overlap [--out FILE --append]
  *
  * For each method (method 0 collective, method 0 one-sided, method 1 on shm)
- * and row size (3 KiB and 200 KiB unless --sizes): batches of 128 random
- * rows. R = median time of one blocking dds_get_batch. Then a loop of steps,
- * each "using" a batch for T = R (a sleep: a GPU step leaves the CPU free):
- * without prefetch (read, then step) and with prefetch (the next batch's
- * dds_get_batch_start before the step, its wait after). Reported: T, R,
- * the step alone (the sleeps without reads: what a sleep of T costs on this
- * machine), time per step both ways, and the target 1.15 x max(step alone,
- * R) for prefetch (about T + R expected without), and the time a step spent
- * inside the library's calls. Each configuration runs with the request
- * threads scheduled normally and with DDSTORE_REQUEST_PRIORITY=idle. The
+ * and row size (3 KiB and 200 KiB): batches of 128 random
+ * rows. T = the median time of one blocking dds_get_batch. Then, in each
+ * of 5 repeats: R (the blocking read again, into the same two destinations
+ * the loops alternate between), and loops of steps, each "using" a batch
+ * for T (a sleep: a GPU step leaves the CPU free): the step alone (the
+ * sleeps without reads: what a sleep of T costs on this machine), without
+ * prefetch (read, then step) and with prefetch (the next batch's
+ * dds_get_batch_start before the step, its wait after). Reported: medians
+ * over the repeats, the time a step spent inside the library's calls, the
+ * CPU time the hypervisor took meanwhile, and the target: prefetch <= 1.15
+ * x max(step alone, R), judged on the median of each repeat's own ratio (R
+ * drifts with the machine's memory bandwidth; a ratio inside one repeat
+ * does not). About T + R is expected without prefetch. Each configuration
+ * runs with the request threads scheduled normally and with
+ * DDSTORE_REQUEST_PRIORITY=idle. The
  * last batch of every loop is verified row by row. */
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +26,20 @@
 
 #include "bench.h"
 
-enum { OV_BATCH = 128, OV_STEPS = 40, OV_REPEATS = 3 };
+/* A loop runs at least OV_MIN_STEPS steps and at least OV_LOOP_S seconds
+ * (up to OV_MAX_STEPS): at 3 KiB a step is a fraction of a millisecond, and
+ * one scheduler hiccup in a 40-step loop would move its mean by the whole
+ * margin of the target. */
+enum { OV_BATCH = 128, OV_MIN_STEPS = 40, OV_MAX_STEPS = 400, OV_REPEATS = 5 };
+static const double OV_LOOP_S = 0.05;
+/* A configuration is measured again (up to OV_ATTEMPTS times, the least
+ * disturbed attempt kept) while the hypervisor took more than OV_MAX_STOLEN
+ * of the CPUs ("steal" in /proc/stat): on a shared host that time lands on
+ * random steps, and the 3 KiB steps are a fraction of a millisecond. */
+enum { OV_ATTEMPTS = 3 };
+static const double OV_MAX_STOLEN = 0.03;
+/* Prefetch per step <= OV_TARGET x max(step alone, R) (issue 20). */
+static const double OV_TARGET = 1.15;
 
 typedef struct {
   const char *label;
@@ -41,24 +59,39 @@ static void sleep_s(double s) {
   nanosleep(&ts, NULL);
 }
 
-/* Seconds per step of OV_STEPS steps (max over ranks); `ahead` 0: blocking.
+/* CPU time the hypervisor took from this machine ("steal", /proc/stat)
+ * and all CPU time, in clock ticks, so far. */
+static void stolen_ticks(double *steal, double *all) {
+  unsigned long long v[8] = {0};
+  *steal = *all = 0;
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return;
+  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+             &v[7]) == 8) {
+    *steal = (double)v[7];
+    for (int i = 0; i < 8; i++) *all += (double)v[i];
+  }
+  fclose(f);
+}
+
+/* Seconds per step of `steps` steps (max over ranks); `ahead` 0: blocking.
  * `*blocked`: the median time a step spent in the read call (blocking) or
  * in the wait and the next start (prefetch), max over ranks. */
-static double loop(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, double T, int ahead, int *bad,
-                   double *blocked) {
+static double loop(dds_store *s, char *bufs[2], int64_t **order, int steps, int64_t rb, double T, int ahead,
+                   int *bad, double *blocked) {
   size_t bytes = (size_t)(OV_BATCH * rb);
-  double in_call[OV_STEPS] = {0};
+  double in_call[OV_MAX_STEPS] = {0};
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = now_s();
   dds_request *req = NULL;
   if (ahead) TRY(dds_get_batch_start(s, "v", bufs[0], bytes, order[0], OV_BATCH, &req));
-  for (int k = 0; k < OV_STEPS; k++) {
+  for (int k = 0; k < steps; k++) {
     double c0 = now_s();
     if (!s) {
       /* the step alone */
     } else if (ahead) {
       TRY(dds_request_wait(req));
-      if (k + 1 < OV_STEPS) TRY(dds_get_batch_start(s, "v", bufs[(k + 1) % 2], bytes, order[k + 1], OV_BATCH, &req));
+      if (k + 1 < steps) TRY(dds_get_batch_start(s, "v", bufs[(k + 1) % 2], bytes, order[k + 1], OV_BATCH, &req));
       in_call[k] = now_s() - c0;
     } else {
       TRY(dds_get_batch(s, "v", bufs[k % 2], bytes, order[k], OV_BATCH));
@@ -66,13 +99,71 @@ static double loop(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, dou
     }
     sleep_s(T);
   }
-  double per = (now_s() - t0) / OV_STEPS, worst;
-  double med = bench_median(in_call + 4, OV_STEPS - 4);
+  double per = (now_s() - t0) / steps, worst;
+  double med = bench_median(in_call + 4, steps - 4);
   MPI_Allreduce(&med, blocked, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   /* The last batch, checked outside the timing. */
-  if (s) *bad += check_rows(bufs[(OV_STEPS - 1) % 2], order[OV_STEPS - 1], OV_BATCH, rb) != 0;
+  if (s) *bad += check_rows(bufs[(steps - 1) % 2], order[steps - 1], OV_BATCH, rb) != 0;
   MPI_Allreduce(&per, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return worst;
+}
+
+/* R: the median time of one blocking batch (max over ranks), into the two
+ * destinations the loops alternate between (one reused buffer would stay
+ * partly in cache and flatter R), after a warm-up of 4 batches. */
+static double blocking_read(dds_store *s, char *bufs[2], int64_t **order, int64_t rb) {
+  double r[OV_MIN_STEPS], R, Rmax;
+  for (int k = 0; k < OV_MIN_STEPS; k++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_s();
+    TRY(dds_get_batch(s, "v", bufs[k % 2], (size_t)(OV_BATCH * rb), order[k], OV_BATCH));
+    r[k] = now_s() - t0;
+  }
+  R = bench_median(r + 4, OV_MIN_STEPS - 4);
+  MPI_Allreduce(&R, &Rmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return Rmax;
+}
+
+/* One measurement of a configuration; every field is the same on every rank. */
+typedef struct {
+  double T, R, alone, plain, ahead, target, ratio, loop_read, wait, stolen;
+  int steps;
+} ov_result;
+
+static void measure(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, int *bad, ov_result *o) {
+  /* T: the blocking read's time after a warm-up, fixed for every repeat. */
+  double T = blocking_read(s, bufs, order, rb);
+  int steps = (int)(OV_LOOP_S / (2 * T + 1e-4)) + 1;
+  if (steps < OV_MIN_STEPS) steps = OV_MIN_STEPS;
+  if (steps > OV_MAX_STEPS) steps = OV_MAX_STEPS;
+  MPI_Bcast(&steps, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  double steal0, all0, steal1, all1;
+  stolen_ticks(&steal0, &all0);
+  double plain[OV_REPEATS], ahead[OV_REPEATS], alone[OV_REPEATS], reads[OV_REPEATS], ratio[OV_REPEATS];
+  double in_read[OV_REPEATS], in_wait[OV_REPEATS], none;
+  /* R is measured again in every repeat, beside the loops it is compared
+   * with: on a shared machine memory bandwidth drifts over seconds. */
+  for (int rep = 0; rep < OV_REPEATS; rep++) {
+    reads[rep] = blocking_read(s, bufs, order, rb);
+    alone[rep] = loop(NULL, bufs, order, steps, rb, T, 0, bad, &none);
+    plain[rep] = loop(s, bufs, order, steps, rb, T, 0, bad, &in_read[rep]);
+    ahead[rep] = loop(s, bufs, order, steps, rb, T, 1, bad, &in_wait[rep]);
+    ratio[rep] = ahead[rep] / (alone[rep] > reads[rep] ? alone[rep] : reads[rep]);
+  }
+  stolen_ticks(&steal1, &all1);
+  /* Rank 0's reading of the machine-wide counter, so every rank decides alike. */
+  o->stolen = all1 > all0 ? (steal1 - steal0) / (all1 - all0) : 0;
+  MPI_Bcast(&o->stolen, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  o->T = T;
+  o->steps = steps;
+  o->R = bench_median(reads, OV_REPEATS);
+  o->plain = bench_median(plain, OV_REPEATS);
+  o->ahead = bench_median(ahead, OV_REPEATS);
+  o->alone = bench_median(alone, OV_REPEATS);
+  o->loop_read = bench_median(in_read, OV_REPEATS);
+  o->wait = bench_median(in_wait, OV_REPEATS);
+  o->ratio = bench_median(ratio, OV_REPEATS);
+  o->target = OV_TARGET * (o->alone > o->R ? o->alone : o->R);
 }
 
 int overlap_check(FILE *out) {
@@ -82,7 +173,8 @@ int overlap_check(FILE *out) {
   const int64_t sizes[] = {3072, 204800};
   const int nsizes = 2;
   int failed = 0;
-  if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d steps):\n", np, OV_BATCH, OV_STEPS);
+  if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d-%d steps):\n", np, OV_BATCH, OV_MIN_STEPS,
+                     OV_MAX_STEPS);
   /* Both schedulings of the request threads (DDSTORE_REQUEST_PRIORITY). */
   const char *priorities[] = {"normal", "idle"};
   for (size_t mi = 0; mi < sizeof OV_METHODS / sizeof OV_METHODS[0]; mi++)
@@ -118,8 +210,8 @@ int overlap_check(FILE *out) {
       free(mine);
       int64_t total = rows * np;
       uint64_t seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(me + 1) + (uint64_t)rb;
-      int64_t **order = xmalloc(sizeof(int64_t *) * OV_STEPS);
-      for (int k = 0; k < OV_STEPS; k++) {
+      int64_t **order = xmalloc(sizeof(int64_t *) * OV_MAX_STEPS);
+      for (int k = 0; k < OV_MAX_STEPS; k++) {
         order[k] = xmalloc(sizeof(int64_t) * OV_BATCH);
         for (int i = 0; i < OV_BATCH; i++) {
           seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
@@ -127,47 +219,37 @@ int overlap_check(FILE *out) {
         }
       }
       char *bufs[2] = {xmalloc((size_t)(OV_BATCH * rb)), xmalloc((size_t)(OV_BATCH * rb))};
-      /* R: a blocking batch (warm up, then the median of repeats). */
-      double r[OV_STEPS];
-      for (int k = 0; k < OV_STEPS; k++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = now_s();
-        TRY(dds_get_batch(s, "v", bufs[0], (size_t)(OV_BATCH * rb), order[k], OV_BATCH));
-        r[k] = now_s() - t0;
-      }
-      double R = bench_median(r + 4, OV_STEPS - 4), Rmax;
-      MPI_Allreduce(&R, &Rmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      double T = Rmax;
-      int bad = 0;
-      double plain[OV_REPEATS], ahead[OV_REPEATS], alone[OV_REPEATS], in_read[OV_REPEATS], in_wait[OV_REPEATS], none;
-      for (int rep = 0; rep < OV_REPEATS; rep++) {
-        alone[rep] = loop(NULL, bufs, order, rb, T, 0, &bad, &none);
-        plain[rep] = loop(s, bufs, order, rb, T, 0, &bad, &in_read[rep]);
-        ahead[rep] = loop(s, bufs, order, rb, T, 1, &bad, &in_wait[rep]);
-      }
-      double p = bench_median(plain, OV_REPEATS), a = bench_median(ahead, OV_REPEATS), step = bench_median(alone, OV_REPEATS);
-      double loop_read = bench_median(in_read, OV_REPEATS), wait = bench_median(in_wait, OV_REPEATS);
-      double target = 1.15 * (step > Rmax ? step : Rmax);
+      ov_result best = {0}, r;
+      int bad = 0, attempts = 0;
+      do {
+        measure(s, bufs, order, rb, &bad, &r);
+        attempts++;
+        if (attempts == 1 || r.stolen < best.stolen) best = r;
+      } while (best.stolen > OV_MAX_STOLEN && attempts < OV_ATTEMPTS);
       int allbad = 0;
       MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
       failed |= allbad != 0;
+      double Rmax = best.R, T = best.T, step = best.alone, p = best.plain, a = best.ahead, target = best.target;
+      double rel = best.ratio, loop_read = best.loop_read, wait = best.wait, stolen = best.stolen;
+      int steps = best.steps;
       if (me == 0) {
         printf("  %-13s %-6s %7lld B: R %8.3f ms, T %8.3f ms (step alone %8.3f); per step: no prefetch %8.3f ms, "
-               "prefetch %8.3f ms (target <= %8.3f)%s%s; read in the loop %8.3f ms, wait+start %8.3f ms\n",
-               m->label, prio, (long long)rb, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a, 1e3 * target,
-               a <= target ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "", 1e3 * loop_read, 1e3 * wait);
+               "prefetch %8.3f ms (target <= %8.3f; %.2f x max)%s%s; read in the loop %8.3f ms, wait+start %8.3f ms; %d steps, %.1f%% stolen (attempt %d)\n",
+               m->label, prio, (long long)rb, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a, 1e3 * target, rel,
+               rel <= OV_TARGET ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "", 1e3 * loop_read, 1e3 * wait, steps,
+               100 * stolen, attempts);
         if (out)
           fprintf(out,
                   "{\"type\": \"overlap\", \"method\": \"%s\", \"priority\": \"%s\", \"rb\": %lld, \"batch\": %d, \"steps\": %d, "
-                  "\"ranks\": %d, \"read_ms\": %.6f, \"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, "
-                  "\"prefetch_ms\": %.6f, \"target_ms\": %.6f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, "
+                  "\"ranks\": %d, \"stolen\": %.4f, \"attempts\": %d, \"read_ms\": %.6f, \"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, "
+                  "\"prefetch_ms\": %.6f, \"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, "
                   "\"verified\": %s}\n",
-                  m->label, prio, (long long)rb, OV_BATCH, OV_STEPS, np, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a,
-                  1e3 * target, 1e3 * loop_read, 1e3 * wait, allbad ? "false" : "true");
+                  m->label, prio, (long long)rb, OV_BATCH, steps, np, stolen, attempts, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a,
+                  1e3 * target, rel, 1e3 * loop_read, 1e3 * wait, allbad ? "false" : "true");
       }
       free(bufs[0]);
       free(bufs[1]);
-      for (int k = 0; k < OV_STEPS; k++) free(order[k]);
+      for (int k = 0; k < OV_MAX_STEPS; k++) free(order[k]);
       free(order);
       MPI_Barrier(MPI_COMM_WORLD);
       TRY(dds_destroy(s));
