@@ -49,17 +49,26 @@ impl BatchMode {
 }
 
 /// `DDSTORE_REQUEST_PRIORITY`: how the threads that carry non-blocking
-/// reads (`dds_get_batch_start`) are scheduled.
+/// reads (`dds_get_batch_start`) are scheduled (Linux policies; elsewhere
+/// every value schedules them normally).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RequestPriority {
-    /// Like the caller's threads (default): a read progresses even while
-    /// the caller keeps every core busy.
+    /// `SCHED_BATCH` (default): the caller's share of the CPU, but a
+    /// request thread woken by a start does not preempt the caller that
+    /// started it (the kernel never lets a batch thread preempt on
+    /// wake-up), so the caller goes on to its step at once.
+    Batch,
+    /// `SCHED_OTHER`, like the caller's threads.
     Normal,
-    /// Linux `SCHED_IDLE`: the threads run only on a core nothing else
-    /// wants, so a caller thread that wakes (after a GPU step, say) never
-    /// waits behind a read; a read then progresses only in idle time.
+    /// `SCHED_IDLE`: the threads run only on a core nothing else wants, so
+    /// a caller thread that wakes (after a GPU step, say) never waits
+    /// behind a read; a read then progresses only in idle time.
     Idle,
 }
+
+/// The spellings of `DDSTORE_REQUEST_PRIORITY`, default first.
+pub const REQUEST_PRIORITIES: &[(&str, RequestPriority)] =
+    &[("batch", RequestPriority::Batch), ("normal", RequestPriority::Normal), ("idle", RequestPriority::Idle)];
 
 /// Whether node-local segments use hugetlbfs pages (`DDSTORE_HUGEPAGES`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,11 +262,7 @@ impl Config {
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
             mpi_progress: switch("DDSTORE_MPI_PROGRESS", text("DDSTORE_MPI_PROGRESS"), false)?,
-            request_priority: match text("DDSTORE_REQUEST_PRIORITY").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-                None | Some("normal") => RequestPriority::Normal,
-                Some("idle") => RequestPriority::Idle,
-                Some(v) => bail!(InvalidArgument, "DDSTORE_REQUEST_PRIORITY={v:?} is not one of normal, idle"),
-            },
+            request_priority: request_priority(text("DDSTORE_REQUEST_PRIORITY"))?,
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
             node_local_width: ranks("DDSTORE_NODE_LOCAL_WIDTH", text("DDSTORE_NODE_LOCAL_WIDTH"))?,
             gpu: match text("DDSTORE_GPU") {
@@ -290,6 +295,19 @@ impl Config {
 /// `MAX_SHM_DIR_BYTES` long (trailing slashes dropped); unset is /dev/shm.
 /// Checked here, so a typo fails `dds_create` instead of quietly turning
 /// node-local reads off at the first variable.
+/// `DDSTORE_REQUEST_PRIORITY` (any case, blanks trimmed; unset: the default).
+fn request_priority(value: Option<String>) -> Result<RequestPriority> {
+    let Some(v) = value else { return Ok(REQUEST_PRIORITIES[0].1) };
+    let word = v.trim().to_ascii_lowercase();
+    match REQUEST_PRIORITIES.iter().find(|(name, _)| *name == word) {
+        Some(&(_, p)) => Ok(p),
+        None => {
+            let names: Vec<&str> = REQUEST_PRIORITIES.iter().map(|(n, _)| *n).collect();
+            bail!(InvalidArgument, "DDSTORE_REQUEST_PRIORITY={v:?} is not one of {}", names.join(", "))
+        }
+    }
+}
+
 fn shm_dir(value: Option<String>) -> Result<String> {
     let Some(v) = value else { return Ok(DEFAULT_SHM_DIR.to_string()) };
     let dir = match v.trim_end_matches('/') {
@@ -383,15 +401,18 @@ mod tests {
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "on")]).unwrap().mpi_progress);
         assert!(!parse(&[("DDSTORE_MPI_PROGRESS", "0")]).unwrap().mpi_progress);
         assert!(parse(&[("DDSTORE_MPI_PROGRESS", "sometimes")]).unwrap_err().msg.contains("DDSTORE_MPI_PROGRESS"));
-        assert_eq!(c.request_priority, RequestPriority::Normal);
-        for (v, want) in
-            [("idle", RequestPriority::Idle), (" IDLE ", RequestPriority::Idle), ("normal", RequestPriority::Normal)]
-        {
+        assert_eq!(c.request_priority, RequestPriority::Batch);
+        for (v, want) in [
+            ("idle", RequestPriority::Idle),
+            (" IDLE ", RequestPriority::Idle),
+            ("normal", RequestPriority::Normal),
+            ("Batch", RequestPriority::Batch),
+        ] {
             assert_eq!(parse(&[("DDSTORE_REQUEST_PRIORITY", v)]).unwrap().request_priority, want);
         }
-        for v in ["low", "0", "idle2"] {
+        for v in ["low", "0", "idle2", "batchy"] {
             let e = parse(&[("DDSTORE_REQUEST_PRIORITY", v)]).unwrap_err();
-            assert!(e.msg.contains("DDSTORE_REQUEST_PRIORITY") && e.msg.contains("normal, idle"), "{}", e.msg);
+            assert!(e.msg.contains("DDSTORE_REQUEST_PRIORITY") && e.msg.contains("batch, normal, idle"), "{}", e.msg);
         }
         assert!(c.node_local);
         assert!(!parse(&[("DDSTORE_NODE_LOCAL", "0")]).unwrap().node_local);

@@ -132,8 +132,20 @@ struct Lanes {
 #[derive(Default)]
 struct Shared {
     lanes: Mutex<Lanes>,
-    work: Condvar,
+    /// One per lane: a start wakes one thread of its own lane (a shared
+    /// condition would wake every thread of both lanes for each start, or,
+    /// woken one at a time, could wake the wrong lane's thread and lose it).
+    work: [Condvar; 2],
     idle: Condvar,
+}
+
+impl Shared {
+    /// Every thread of both lanes (closing).
+    fn wake_all(&self) {
+        for cv in &self.work {
+            cv.notify_all();
+        }
+    }
 }
 
 /// A store's request threads and their queues.
@@ -157,7 +169,7 @@ impl Requests {
             std::thread::Builder::new()
                 .name("ddstore-request".into())
                 .spawn(move || {
-                    lower_priority(priority);
+                    set_policy(priority);
                     worker(sh, lane)
                 })
                 .map_err(|e| err!(NoMemory, "cannot start a request thread: {e}"))?;
@@ -165,7 +177,7 @@ impl Requests {
         }
         l.queues[lane as usize].push_back((job, done.clone()));
         l.in_flight += 1;
-        self.shared.work.notify_all();
+        self.shared.work[lane as usize].notify_one();
         Ok(done)
     }
 
@@ -181,7 +193,7 @@ impl Requests {
     pub fn close(&self) {
         self.shared.lanes.lock().closed = true;
         self.drain();
-        self.shared.work.notify_all();
+        self.shared.wake_all();
     }
 }
 
@@ -189,18 +201,21 @@ impl Drop for Requests {
     fn drop(&mut self) {
         // The threads hold only `Shared`: they see `closed` and exit.
         self.shared.lanes.lock().closed = true;
-        self.shared.work.notify_all();
+        self.shared.wake_all();
     }
 }
 
-/// `SCHED_IDLE` for this thread when asked (Linux; elsewhere, or if the
+/// The Linux policy `priority` names, for this thread (elsewhere, or if the
 /// kernel refuses, the thread keeps the normal policy: only timing differs).
-fn lower_priority(priority: RequestPriority) {
-    if priority == RequestPriority::Idle {
-        let p = libc::sched_param { sched_priority: 0 };
-        // SAFETY: pid 0 is the calling thread; `p` outlives the call.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
-    }
+fn set_policy(priority: RequestPriority) {
+    let policy = match priority {
+        RequestPriority::Normal => return,
+        RequestPriority::Batch => libc::SCHED_BATCH,
+        RequestPriority::Idle => libc::SCHED_IDLE,
+    };
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `p` outlives the call.
+    unsafe { libc::sched_setscheduler(0, policy, &p) };
 }
 
 fn worker(sh: Arc<Shared>, lane: Lane) {
@@ -220,7 +235,7 @@ fn worker(sh: Arc<Shared>, lane: Lane) {
             l.threads[lane as usize] -= 1;
             return;
         } else {
-            sh.work.wait(&mut l);
+            sh.work[lane as usize].wait(&mut l);
         }
     }
 }
@@ -428,9 +443,11 @@ mod tests {
 
     #[test]
     fn threads_run_under_the_policy_asked_for() {
-        for (priority, want) in
-            [(RequestPriority::Normal, libc::SCHED_OTHER), (RequestPriority::Idle, libc::SCHED_IDLE)]
-        {
+        for (priority, want) in [
+            (RequestPriority::Batch, libc::SCHED_BATCH),
+            (RequestPriority::Normal, libc::SCHED_OTHER),
+            (RequestPriority::Idle, libc::SCHED_IDLE),
+        ] {
             let rq = Requests::default();
             let seen = Arc::new(AtomicUsize::new(usize::MAX));
             for lane in [Lane::Onesided, Lane::Collective] {
