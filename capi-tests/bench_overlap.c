@@ -17,9 +17,8 @@
  * x max(step alone, R), judged on the median of each repeat's own ratio (R
  * drifts with the machine's memory bandwidth; a ratio inside one repeat
  * does not). About T + R is expected without prefetch. Each configuration
- * runs with the request threads scheduled normally and with
- * DDSTORE_REQUEST_PRIORITY=idle. The
- * last batch of every loop is verified row by row. */
+ * runs under every DDSTORE_REQUEST_PRIORITY (batch, the default; normal;
+ * idle). The last batch of every loop is verified row by row. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -175,10 +174,11 @@ int overlap_check(FILE *out) {
   int failed = 0;
   if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d-%d steps):\n", np, OV_BATCH, OV_MIN_STEPS,
                      OV_MAX_STEPS);
-  /* Both schedulings of the request threads (DDSTORE_REQUEST_PRIORITY). */
-  const char *priorities[] = {"normal", "idle"};
+  /* Every scheduling of the request threads (DDSTORE_REQUEST_PRIORITY; the default first). */
+  const char *priorities[] = {"batch", "normal", "idle"};
+  const int npriorities = (int)(sizeof priorities / sizeof priorities[0]);
   for (size_t mi = 0; mi < sizeof OV_METHODS / sizeof OV_METHODS[0]; mi++)
-  for (int pi = 0; pi < 2; pi++) {
+  for (int pi = 0; pi < npriorities; pi++) {
     const ov_method *m = &OV_METHODS[mi];
     const char *prio = priorities[pi];
     for (int si = 0; si < nsizes; si++) {

@@ -677,9 +677,11 @@ def markdown(R, perf_md, spread=None, py=None):
           "on the median of each repeat's own ratio. A loop runs at least 40 steps and 50 ms. A configuration is "
           "measured up to 3 times while the host took more than 3% of this machine's CPUs (\"steal\" in /proc/stat: "
           "a shared virtual machine), and the least disturbed attempt is shown. "
-          "\"Request threads\": the library threads that carry the reads, scheduled normally (the default) or "
-          "with `DDSTORE_REQUEST_PRIORITY=idle` (`SCHED_IDLE`: a caller thread waking from its step never waits "
-          "behind a read). "
+          "T is measured on the freshly filled store, before the repeats, so at 3 KiB it is longer than their R. "
+          "\"Request threads\": the Linux policy of the library threads that carry the reads "
+          "(`DDSTORE_REQUEST_PRIORITY`): `batch` (the default, `SCHED_BATCH`: a request thread woken by a start "
+          "never preempts the caller), `normal` (`SCHED_OTHER`) or `idle` (`SCHED_IDLE`: a caller thread waking "
+          "from its step never waits behind a read). "
           "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) + [""]
     L += ["## Ragged variables", "",
           "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "
