@@ -3,8 +3,10 @@
  *
  *   mpiexec -n 2 bench --overlap [--out FILE --append]
  *
- * For each method (method 0 collective, method 0 one-sided, method 1 on shm)
- * and row size (3 KiB and 200 KiB): batches of 128 random
+ * For each method (method 0 collective, method 0 one-sided, method 1 on shm,
+ * all with node-local reads off so that the transport moves the rows; and
+ * method 0 with them on, "mpi+local") and row size (3 KiB and 200 KiB):
+ * batches of 128 random
  * rows. T = the median time of one blocking dds_get_batch. Then, in each
  * of 5 repeats: R (the blocking read again, into the same two destinations
  * the loops alternate between), and loops of steps, each "using" a batch
@@ -45,12 +47,15 @@ typedef struct {
   int method;
   int batch_mode;
   const char *provider;
+  const char *node_local; /* DDSTORE_NODE_LOCAL: off, so that the transport moves the rows */
 } ov_method;
 
 static const ov_method OV_METHODS[] = {
-    {"mpi", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL},
-    {"mpi onesided", DDS_METHOD_MPI, DDS_BATCH_ONESIDED, NULL},
-    {"fabric:shm", DDS_METHOD_FABRIC, DDS_BATCH_ENV, "shm"},
+    {"mpi", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL, "0"},
+    {"mpi onesided", DDS_METHOD_MPI, DDS_BATCH_ONESIDED, NULL, "0"},
+    {"fabric:shm", DDS_METHOD_FABRIC, DDS_BATCH_ENV, "shm", "0"},
+    /* Every rank on one node: the rows are copied from shared memory. */
+    {"mpi+local", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL, "1"},
 };
 
 static void sleep_s(double s) {
@@ -197,7 +202,9 @@ int overlap_check(FILE *out) {
       int progress = m->method == DDS_METHOD_MPI && m->batch_mode == DDS_BATCH_ONESIDED;
       if (progress) setenv("DDSTORE_MPI_PROGRESS", "1", 1);
       setenv("DDSTORE_REQUEST_PRIORITY", prio, 1);
+      setenv("DDSTORE_NODE_LOCAL", m->node_local, 1);
       dds_status st = dds_create_comm(MPI_COMM_WORLD, &o, &s);
+      unsetenv("DDSTORE_NODE_LOCAL");
       unsetenv("DDSTORE_REQUEST_PRIORITY");
       if (progress) unsetenv("DDSTORE_MPI_PROGRESS");
       if (st != DDS_OK) {

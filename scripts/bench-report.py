@@ -423,6 +423,7 @@ def py_load(path):
         "skips": [r for r in recs if r.get("type") == "pyskip"],
         "meas": [r for r in recs if r.get("type") == "pymeasure"],
         "percall": {r["what"]: r for r in recs if r.get("type") == "pypercall"},
+        "overlap": [r for r in recs if r.get("type") == "pyoverlap"],
     }
 
 
@@ -533,6 +534,24 @@ def overlap_table(R):
                    f"{m['prefetch_ms']:.3f} ms | {ratio:.2f} | {'yes' if met else '**no**'} | {wait} | "
                    f"{m['steps']} | {stolen} | {'yes' if m['verified'] else '**NO**'} |")
     return out
+
+
+def py_overlap_table(py):
+    """The training loop through pyddstore (python-ctypes/bench/bench.py, `overlap`)."""
+    if not py or not py["overlap"]:
+        return []
+    out = ["Through pyddstore (`get_batch_async` before a `time.sleep(T)` step, `req.wait()` after it; "
+           "method 0 collective and method 1 on shm, default request threads; the same repeats and ratio):", "",
+           "| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
+           f"prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | steps per loop | verified |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+    for m in py["overlap"]:
+        met = m["ratio"] <= OVERLAP_TARGET
+        out.append(f"| {m['group']} | {size_name(m['row_bytes'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
+                   f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
+                   f"{m['ratio']:.2f} | {'yes' if met else '**no**'} | {m['steps']} | "
+                   f"{'yes' if m['verified'] else '**NO**'} |")
+    return [""] + out
 
 
 RAGGED_TARGET = 1.5  # ragged batch / fixed-row batch of the same bytes, per byte (issue 21)
@@ -682,7 +701,8 @@ def markdown(R, perf_md, spread=None, py=None):
           "(`DDSTORE_REQUEST_PRIORITY`): `batch` (the default, `SCHED_BATCH`: a request thread woken by a start "
           "never preempts the caller), `normal` (`SCHED_OTHER`) or `idle` (`SCHED_IDLE`: a caller thread waking "
           "from its step never waits behind a read). "
-          "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) + [""]
+          "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
+        + py_overlap_table(py) + [""]
     L += ["## Ragged variables", "",
           "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "
           "batches of 128 random rows of a fixed-row variable (row = the ragged pool's mean sample) in the same "

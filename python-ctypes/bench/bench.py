@@ -27,6 +27,15 @@ Then the fixed cost of one call: `get` of an 8-byte row, node-local
 repeats (what remains when the loaded machine leaves the process alone),
 next to the raw cffi call of dds_get with ready arguments (the library's
 own work plus cffi's) -- see docs/performance.md.
+
+Last, the training loop of capi-tests/bench_overlap.c through pyddstore
+(method 0 collective and method 1 on shm, node-local reads off, 3 KiB and
+200 KiB rows, the default request-thread policy): steps that sleep T
+(``time.sleep``) with the next batch read by ``get_batch_async`` before the
+step and ``req.wait()`` after it, against the same steps alone and with a
+blocking ``get_batch``; five repeats, each measuring R beside its loops;
+the target (prefetch <= 1.15 x max(step alone, R)) is judged on the median
+of the repeats' own ratios.
 """
 
 import argparse
@@ -307,6 +316,85 @@ def per_call(comm, out, opt):
     store.free()
 
 
+OV_GROUPS = (("mpi", 0, None), ("fabric:shm", 1, "shm"))
+OV_SIZES = (3072, 204800)
+OV_REPEATS, OV_MIN_STEPS, OV_MAX_STEPS, OV_LOOP_S = 5, 40, 400, 0.05
+
+
+def overlap(comm, out, opt):
+    """The training-loop figure through pyddstore (see the module docstring)."""
+    for label, method, fabric in OV_GROUPS:
+        for rb in OV_SIZES:
+            store, why = make_store(comm, method, fabric, "0")
+            if store is None:
+                if comm.rank == 0:
+                    print(f"training loop {label}: skipped ({why})")
+                continue
+            elems = rb // 8
+            rows = max(2 * BATCH, (64 << 20) // rb // comm.size)  # 64 MiB in all, as the C figure
+            first = rows * comm.rank
+            store.add("v", np.arange(first * elems, (first + rows) * elems, dtype=np.int64).reshape(rows, elems))
+            rng = np.random.default_rng(31 * comm.rank + rb)
+            order = [rng.integers(0, rows * comm.size, size=BATCH, dtype=np.int64) for _ in range(OV_MAX_STEPS)]
+            bufs = [np.zeros((BATCH, elems), np.int64) for _ in range(2)]
+
+            def blocking():
+                per = []
+                for k in range(OV_MIN_STEPS):
+                    comm.Barrier()
+                    t0 = _perf()
+                    store.get_batch("v", bufs[k % 2], order[k])
+                    per.append(_perf() - t0)
+                return comm.allreduce(float(np.median(per[4:])), op=MPI.MAX)
+
+            def loop(mode, steps, T):
+                comm.Barrier()
+                t0 = _perf()
+                req = store.get_batch_async("v", bufs[0], order[0]) if mode == "prefetch" else None
+                for k in range(steps):
+                    if mode == "prefetch":
+                        req.wait()
+                        if k + 1 < steps:
+                            req = store.get_batch_async("v", bufs[(k + 1) % 2], order[k + 1])
+                    elif mode == "plain":
+                        store.get_batch("v", bufs[k % 2], order[k])
+                    time.sleep(T)
+                per = (_perf() - t0) / steps
+                last = (steps - 1) % 2
+                ok = mode == "alone" or bool(np.array_equal(
+                    bufs[last], order[steps - 1][:, None] * elems + np.arange(elems, dtype=np.int64)))
+                return comm.allreduce(per, op=MPI.MAX), ok
+
+            T = blocking()
+            steps = int(min(OV_MAX_STEPS, max(OV_MIN_STEPS, OV_LOOP_S / (2 * T + 1e-4) + 1)))
+            steps = comm.bcast(steps)
+            fig = {"R": [], "alone": [], "plain": [], "prefetch": [], "ratio": []}
+            verified = True
+            for _ in range(OV_REPEATS):
+                fig["R"].append(blocking())
+                for mode in ("alone", "plain", "prefetch"):
+                    per, ok = loop(mode, steps, T)
+                    fig[mode].append(per)
+                    verified &= ok
+                fig["ratio"].append(fig["prefetch"][-1] / max(fig["alone"][-1], fig["R"][-1]))
+            verified = comm.allreduce(verified, op=MPI.LAND)
+            med = {k: float(np.median(v)) for k, v in fig.items()}
+            rec = {"type": "pyoverlap", "group": label, "method": method, "row_bytes": rb, "batch": BATCH,
+                   "ranks": comm.size, "steps": steps, "repeats": OV_REPEATS, "step_ms": round(1e3 * T, 4),
+                   "read_ms": round(1e3 * med["R"], 4), "step_alone_ms": round(1e3 * med["alone"], 4),
+                   "plain_ms": round(1e3 * med["plain"], 4), "prefetch_ms": round(1e3 * med["prefetch"], 4),
+                   "ratio": round(med["ratio"], 4), "verified": verified}
+            if comm.rank == 0:
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+                print(f"training loop {label:10s} {rb:7d} B: R {rec['read_ms']:.3f} ms, T {rec['step_ms']:.3f} ms, "
+                      f"step alone {rec['step_alone_ms']:.3f}, no prefetch {rec['plain_ms']:.3f}, "
+                      f"prefetch {rec['prefetch_ms']:.3f} ms ({rec['ratio']:.2f} x max)"
+                      + ("" if verified else "  WRONG ROWS"))
+            comm.Barrier()
+            store.free()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="build/bench/python.jsonl")
@@ -343,6 +431,7 @@ def main():
         if chosen:
             run_pair(comm, out, chosen, opt)
     per_call(comm, out, opt)
+    overlap(comm, out, opt)
     if comm.rank == 0:
         out.write(json.dumps({"type": "pyend", "seconds": round(time.time() - t0, 1),
                               "loadavg_end": loadavg()}) + "\n")
