@@ -160,21 +160,27 @@ static void loadavg(double la[3]) {
   }
 }
 
+int machine_ticks(unsigned long long v[8]) {
+  int ok = 0;
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return 0;
+  ok = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+              &v[7]) == 8;
+  fclose(f);
+  return ok;
+}
+
 /* Busy and total CPU time of the whole machine so far, in seconds (/proc/stat). */
 static void machine_cpu(double *busy, double *total) {
-  unsigned long long v[10] = {0};
+  unsigned long long v[8] = {0};
   *busy = *total = 0;
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return;
-  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-             &v[7]) == 8) {
+  if (machine_ticks(v)) {
     double hz = (double)sysconf(_SC_CLK_TCK);
     unsigned long long idle = v[3] + v[4], all = 0;
     for (int i = 0; i < 8; i++) all += v[i];
     *busy = (double)(all - idle) / hz;
     *total = (double)all / hz;
   }
-  fclose(f);
 }
 
 /* CPU time of this process so far, in seconds. */

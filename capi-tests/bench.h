@@ -121,6 +121,9 @@ uint64_t pattern_word(int64_t g, int64_t k);
 void fill_rows(char *buf, int64_t g0, int64_t rows, int64_t rb);
 int64_t check_rows(const char *buf, const int64_t *gs, int64_t rows, int64_t rb);
 double now_s(void);
+/* The machine's CPU time so far from /proc/stat's "cpu" line, in clock
+ * ticks: user nice system idle iowait irq softirq steal. 0 if unreadable. */
+int machine_ticks(unsigned long long v[8]);
 void *xmalloc(size_t n);
 /* Barrier of every rank that keeps driving the fi-read floors' progress
  * while it waits (peers may still be reading from this rank). */

@@ -68,14 +68,9 @@ static void sleep_s(double s) {
 static void stolen_ticks(double *steal, double *all) {
   unsigned long long v[8] = {0};
   *steal = *all = 0;
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return;
-  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-             &v[7]) == 8) {
-    *steal = (double)v[7];
-    for (int i = 0; i < 8; i++) *all += (double)v[i];
-  }
-  fclose(f);
+  if (!machine_ticks(v)) return;
+  *steal = (double)v[7];
+  for (int i = 0; i < 8; i++) *all += (double)v[i];
 }
 
 /* Seconds per step of `steps` steps (max over ranks); `ahead` 0: blocking.
