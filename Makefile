@@ -187,7 +187,7 @@ demo: deps install-test-prefix
 	cmake --build $(BUILD)/capi-tests -j 2 --target demo
 	mpiexec -n $(NP) $(BUILD)/capi-tests/demo
 
-# The benchmark (2 ranks; about 6 minutes on an idle 2-core machine): the
+# The benchmark (2 ranks; about 14 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
 # RSS cannot be reset), the same reads through pyddstore (about 2 minutes),
 # then docs/results.md and docs/results.png. See
