@@ -291,10 +291,6 @@ impl Config {
     }
 }
 
-/// `DDSTORE_SHM_DIR`: an absolute path of an existing directory, at most
-/// `MAX_SHM_DIR_BYTES` long (trailing slashes dropped); unset is /dev/shm.
-/// Checked here, so a typo fails `dds_create` instead of quietly turning
-/// node-local reads off at the first variable.
 /// `DDSTORE_REQUEST_PRIORITY` (any case, blanks trimmed; unset: the default).
 fn request_priority(value: Option<String>) -> Result<RequestPriority> {
     let Some(v) = value else { return Ok(REQUEST_PRIORITIES[0].1) };
@@ -308,6 +304,10 @@ fn request_priority(value: Option<String>) -> Result<RequestPriority> {
     }
 }
 
+/// `DDSTORE_SHM_DIR`: an absolute path of an existing directory, at most
+/// `MAX_SHM_DIR_BYTES` long (trailing slashes dropped); unset is /dev/shm.
+/// Checked here, so a typo fails `dds_create` instead of quietly turning
+/// node-local reads off at the first variable.
 fn shm_dir(value: Option<String>) -> Result<String> {
     let Some(v) = value else { return Ok(DEFAULT_SHM_DIR.to_string()) };
     let dir = match v.trim_end_matches('/') {
