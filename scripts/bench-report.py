@@ -807,8 +807,11 @@ def main():
     NOISE_LIMIT = R.end.get("max_noise", NOISE_LIMIT)
     if not R.meas:
         sys.exit(f"{' '.join(args.results)}: no measurements")
+    # Made before the file is opened: opening it truncates it, and the
+    # header's commit would then always read "-dirty".
+    text = markdown(R, args.perf_md, spread, py_load(args.python) if args.python else None)
     with open(args.md, "w") as f:
-        f.write(markdown(R, args.perf_md, spread, py_load(args.python) if args.python else None))
+        f.write(text)
     if args.png:
         plot(R, args.png)
     print(f"wrote {args.md}" + (f" and {args.png}" if args.png else ""))
