@@ -231,23 +231,23 @@ int overlap_check(FILE *out) {
       int allbad = 0;
       MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
       failed |= allbad != 0;
-      double Rmax = best.R, T = best.T, step = best.alone, p = best.plain, a = best.ahead, target = best.target;
-      double rel = best.ratio, loop_read = best.loop_read, wait = best.wait, stolen = best.stolen;
-      int steps = best.steps;
       if (me == 0) {
+        const ov_result *b = &best;
         printf("  %-13s %-6s %7lld B: R %8.3f ms, T %8.3f ms (step alone %8.3f); per step: no prefetch %8.3f ms, "
-               "prefetch %8.3f ms (target <= %8.3f; %.2f x max)%s%s; read in the loop %8.3f ms, wait+start %8.3f ms; %d steps, %.1f%% stolen (attempt %d)\n",
-               m->label, prio, (long long)rb, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a, 1e3 * target, rel,
-               rel <= OV_TARGET ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "", 1e3 * loop_read, 1e3 * wait, steps,
-               100 * stolen, attempts);
+               "prefetch %8.3f ms (target <= %8.3f; %.2f x max)%s%s; read in the loop %8.3f ms, wait+start %8.3f ms; "
+               "%d steps, %.1f%% stolen (attempt %d)\n",
+               m->label, prio, (long long)rb, 1e3 * b->R, 1e3 * b->T, 1e3 * b->alone, 1e3 * b->plain, 1e3 * b->ahead,
+               1e3 * b->target, b->ratio, b->ratio <= OV_TARGET ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "",
+               1e3 * b->loop_read, 1e3 * b->wait, b->steps, 100 * b->stolen, attempts);
         if (out)
           fprintf(out,
-                  "{\"type\": \"overlap\", \"method\": \"%s\", \"priority\": \"%s\", \"rb\": %lld, \"batch\": %d, \"steps\": %d, "
-                  "\"ranks\": %d, \"stolen\": %.4f, \"attempts\": %d, \"read_ms\": %.6f, \"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, "
-                  "\"prefetch_ms\": %.6f, \"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, "
-                  "\"verified\": %s}\n",
-                  m->label, prio, (long long)rb, OV_BATCH, steps, np, stolen, attempts, 1e3 * Rmax, 1e3 * T, 1e3 * step, 1e3 * p, 1e3 * a,
-                  1e3 * target, rel, 1e3 * loop_read, 1e3 * wait, allbad ? "false" : "true");
+                  "{\"type\": \"overlap\", \"method\": \"%s\", \"priority\": \"%s\", \"rb\": %lld, \"batch\": %d, "
+                  "\"steps\": %d, \"ranks\": %d, \"stolen\": %.4f, \"attempts\": %d, \"read_ms\": %.6f, "
+                  "\"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, \"prefetch_ms\": %.6f, "
+                  "\"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, \"verified\": %s}\n",
+                  m->label, prio, (long long)rb, OV_BATCH, b->steps, np, b->stolen, attempts, 1e3 * b->R, 1e3 * b->T,
+                  1e3 * b->alone, 1e3 * b->plain, 1e3 * b->ahead, 1e3 * b->target, b->ratio, 1e3 * b->loop_read,
+                  1e3 * b->wait, allbad ? "false" : "true");
       }
       free(bufs[0]);
       free(bufs[1]);
