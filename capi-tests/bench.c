@@ -8,7 +8,8 @@
  *                      [--max-noise PCT] [--retries N]
  *   mpiexec -n 2 bench --mem add|chunked [--mem-mib MIB] [--chunk-mib MIB] [--mem-node-local 0|1]
  *                      [--out FILE --append]
- *   mpiexec -n 2 bench --overlap [--sizes B,B,...] [--out FILE --append]   (bench_overlap.c)
+ *   mpiexec -n 2 bench --overlap [--sizes B,B,...] [--methods L,L] [--priorities P,P]
+ *                      [--out FILE --append]                                (bench_overlap.c)
  *   mpiexec -n 2 bench --ragged [--out FILE --append]                      (bench_ragged.c)
  *
  * Every rank runs the same configuration at the same time (symmetric load, as
@@ -345,7 +346,7 @@ static double lookup(const char *method, const char *path, const char *op, int64
 }
 
 /* 1 when `name` is in the comma-separated `list` (a NULL list selects all). */
-static int selected(const char *list, const char *name) {
+int bench_selected(const char *list, const char *name) {
   if (!list) return 1;
   size_t n = strlen(name);
   for (const char *s = list; *s;) {
@@ -618,7 +619,7 @@ typedef struct {
 } group;
 
 static void add_item(group *g, bench_path p, int lock_all) {
-  if (!selected(g_opt.only_dests, DEST_NAME[p.dest])) return;
+  if (!bench_selected(g_opt.only_dests, DEST_NAME[p.dest])) return;
   if (g->n == MAX_GROUP) {
     fprintf(stderr, "bench: too many paths in one group\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -742,8 +743,8 @@ static void ctx_setup(bench_ctx *c, int64_t rb) {
   }
   floors_mpi_setup(c);
   c->shm = NULL;
-  g_ctx_shm = selected(g_opt.only_paths, "memcpy-shm") && floors_shm_setup(c);
-  if (!g_ctx_shm && g_me == 0 && selected(g_opt.only_paths, "memcpy-shm"))
+  g_ctx_shm = bench_selected(g_opt.only_paths, "memcpy-shm") && floors_shm_setup(c);
+  if (!g_ctx_shm && g_me == 0 && bench_selected(g_opt.only_paths, "memcpy-shm"))
     printf("# floor memcpy-shm skipped: the ranks are not all on this node, or POSIX shared memory failed\n");
 }
 
@@ -779,7 +780,7 @@ static int sweep(int64_t rb, int *out) {
 static void add_floors(bench_ctx *c, group *g, const char *transport, int batch, int dest, int threads) {
   for (int f = 0; f < N_FLOORS; f++) {
     const floor_def *fd = &FLOORS[f];
-    if (strcmp(fd->transport, transport) != 0 || !selected(g_opt.only_paths, fd->name)) continue;
+    if (strcmp(fd->transport, transport) != 0 || !bench_selected(g_opt.only_paths, fd->name)) continue;
     if (fd->fn == floor_memcpy_shm && !g_ctx_shm) continue;
     if (floors_fi_is(fd->fn) && !c->fi) continue;
     if (dest == DEST_FRESH && !fd->fresh) continue;
@@ -805,7 +806,7 @@ static void fi_floors_setup(bench_ctx *c, const bench_method *m, const dds_var_i
   for (int t = 0; t < 3 && m->floors[t]; t++)
     for (int f = 0; f < N_FLOORS; f++)
       want |= floors_fi_is(FLOORS[f].fn) && !strcmp(FLOORS[f].transport, m->floors[t]) &&
-              selected(g_opt.only_paths, FLOORS[f].name);
+              bench_selected(g_opt.only_paths, FLOORS[f].name);
   if (!want) return;
   char prov[64], dom[64] = "";
   snprintf(prov, sizeof prov, "%s", m->provider);
@@ -827,7 +828,7 @@ static const int THREADS[] = {2, 4};
 
 /* One method at one row size: its store next to the floors of its transports. */
 static void run_method(bench_ctx *c, const bench_method *m) {
-  int do_store = selected(g_opt.only_paths, "store");
+  int do_store = bench_selected(g_opt.only_paths, "store");
   dds_store *s = NULL;
   char var[32];
   snprintf(var, sizeof var, "rows%lld", (long long)c->rb);
@@ -959,7 +960,7 @@ static void usage(void) {
           "             [--paths store,memcpy,mpi-get-lock,...] [--methods mpi,fabric:shm,...] [--dests reused,...]\n"
           "             [--max-noise PCT] [--retries N]\n"
           "       bench --mem add|chunked [--mem-mib MIB] [--chunk-mib MIB] [--mem-node-local 0|1] [--out FILE] [--append]\n"
-          "       bench --overlap [--sizes B,B,...] [--out FILE] [--append]\n"
+          "       bench --overlap [--sizes B,B,...] [--methods L,L] [--priorities P,P] [--out FILE] [--append]\n"
           "       bench --ragged [--out FILE] [--append]\n");
 }
 
@@ -996,6 +997,7 @@ static int parse(int argc, char **argv) {
     else if (!strcmp(a, "--max-batch-mib")) { NEEDV; o->max_batch_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--mem")) { NEEDV; o->mem_mode = v; }
     else if (!strcmp(a, "--overlap")) o->overlap = 1;
+    else if (!strcmp(a, "--priorities")) { NEEDV; o->only_priorities = v; }
     else if (!strcmp(a, "--ragged")) o->ragged = 1;
     else if (!strcmp(a, "--mem-mib")) { NEEDV; o->mem_bytes = (int64_t)(atof(v) * (1 << 20)); }
     else if (!strcmp(a, "--chunk-mib")) { NEEDV; o->chunk_bytes = (int64_t)(atof(v) * (1 << 20)); }
@@ -1168,7 +1170,7 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     ctx_setup(&c, g_opt.sizes[k]);
     for (int i = 0; i < N_METHODS; i++)
-      if (avail[i] && selected(g_opt.only_methods, METHODS[i].label)) run_method(&c, &METHODS[i]);
+      if (avail[i] && bench_selected(g_opt.only_methods, METHODS[i].label)) run_method(&c, &METHODS[i]);
     ctx_teardown(&c);
     if (g_me == 0) printf("# row size %lld done in %.1f s\n", (long long)g_opt.sizes[k], now_s() - t0);
   }

@@ -53,6 +53,7 @@ typedef struct {
   int thread_level;
   const char *only_paths;   /* comma-separated path names to run (NULL: all) */
   const char *only_methods; /* comma-separated method labels to run (NULL: all) */
+  const char *only_priorities; /* --overlap: comma-separated request-thread policies (NULL: all) */
   const char *only_dests;   /* comma-separated destination kinds to run (NULL: all) */
 } bench_opts;
 
@@ -111,6 +112,8 @@ typedef struct {
 
 /* bench.c */
 extern bench_opts g_opt;
+/* True when `name` is one of the comma-separated `list` (NULL: every name). */
+int bench_selected(const char *list, const char *name);
 void die(const char *what, dds_status s);
 #define TRY(call)                                 \
   do {                                            \

@@ -181,6 +181,7 @@ int overlap_check(FILE *out) {
   for (int pi = 0; pi < npriorities; pi++) {
     const ov_method *m = &OV_METHODS[mi];
     const char *prio = priorities[pi];
+    if (!bench_selected(g_opt.only_methods, m->label) || !bench_selected(g_opt.only_priorities, prio)) continue;
     for (int si = 0; si < nsizes; si++) {
       int64_t rb = sizes[si];
       int64_t rows = (64LL << 20) / rb / np; /* 64 MiB over all ranks: not cache-resident */
