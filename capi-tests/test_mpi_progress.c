@@ -1,6 +1,7 @@
 /* Method 0: a passive-target read completes while its owner makes no MPI
  * call (transport::rma_progress). Rank 0 reads rank 1's rows with dds_get and
- * a one-sided dds_get_batch while rank 1 makes no MPI call at all: it waits
+ * a one-sided dds_get_batch, blocking and started (dds_get_batch_start),
+ * while rank 1 makes no MPI call at all: it waits
  * for a file that rank 0 creates once its reads are in and verified. Where
  * the MPI serves such reads only inside the owner's MPI calls (MPICH over
  * UCX shared memory, here), the reads complete only thanks to the store's
@@ -69,6 +70,14 @@ static void quiet_owner(dds_store *s, int onesided_batch) {
       for (int i = 0; i < 32; i++) idx[i] = ROWS + (i * 7) % ROWS;
       int64_t *b = malloc(sizeof(int64_t) * ELEMS * 32);
       CHECK(dds_get_batch(s, "v", b, sizeof(int64_t) * ELEMS * 32, idx, 32));
+      for (int i = 0; i < 32; i++) EXPECT(row_ok(b + i * ELEMS, idx[i]));
+      /* The same batch started: a request thread's request-based gets,
+       * tested rather than flushed, served by the same progress thread. */
+      for (int i = 0; i < 32; i++) idx[i] = ROWS + (i * 5 + 3) % ROWS;
+      memset(b, 0, sizeof(int64_t) * ELEMS * 32);
+      dds_request *rq = NULL;
+      CHECK(dds_get_batch_start(s, "v", b, sizeof(int64_t) * ELEMS * 32, idx, 32, &rq));
+      CHECK(dds_request_wait(rq));
       for (int i = 0; i < 32; i++) EXPECT(row_ok(b + i * ELEMS, idx[i]));
       free(b);
     }

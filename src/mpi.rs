@@ -569,6 +569,28 @@ impl Comm {
         check(rc, "MPI_Waitall")
     }
 
+    /// Like `waitsome` without waiting: completed entries become
+    /// `MPI_REQUEST_NULL` and their indices are left in `done`; returns how
+    /// many completed, maybe 0. Each call also turns MPI's progress engine.
+    pub fn testsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
+        done.resize(reqs.len(), 0);
+        let mut n: c_int = 0;
+        // SAFETY: as in `waitsome`.
+        let rc = unsafe {
+            ffi::MPI_Testsome(
+                reqs.len() as c_int,
+                reqs.as_mut_ptr(),
+                &mut n,
+                done.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        check(rc, "MPI_Testsome")?;
+        let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
+        done.truncate(n);
+        Ok(n)
+    }
+
     pub fn raw(&self) -> ffi::MPI_Comm {
         self.raw
     }
@@ -791,6 +813,46 @@ impl Window {
                 },
                 "MPI_Get",
             )?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Starts reading like `get_start`, one request-based get (`MPI_Rget`)
+    /// per piece, pushed onto `reqs`: the bytes have landed once those
+    /// requests complete (`Comm::testsome`, `Comm::waitall`).
+    pub fn rget(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        target: usize,
+        offset: u64,
+        reqs: &mut Vec<ffi::MPI_Request>,
+    ) -> Result<()> {
+        let byte = unsafe { ffi::RSMPI_UINT8_T };
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(MAX_CHUNK);
+            let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
+            // SAFETY: dst covers len bytes and stays valid until the request
+            // completes; the target range was bounds-checked by the store.
+            check(
+                unsafe {
+                    ffi::MPI_Rget(
+                        dst.wrapping_add(done).cast(),
+                        n as c_int,
+                        byte,
+                        target as c_int,
+                        (offset + done as u64) as ffi::MPI_Aint,
+                        n as c_int,
+                        byte,
+                        self.raw,
+                        &mut r,
+                    )
+                },
+                "MPI_Rget",
+            )?;
+            reqs.push(r);
             done += n;
         }
         Ok(())

@@ -36,6 +36,7 @@ use crate::config::RequestPriority;
 use crate::error::{bail, err, Error, Result};
 use crate::gpu::{self, MemKind, Mode};
 use crate::transport::exchange::Scratch;
+use crate::transport::waiting;
 
 /// Threads of the one-sided lane: two keep one read waiting on the network
 /// while the next is being posted; more would only contend for the cores
@@ -170,6 +171,7 @@ impl Requests {
                 .name("ddstore-request".into())
                 .spawn(move || {
                     set_policy(priority);
+                    waiting::mark_request_thread();
                     worker(sh, lane)
                 })
                 .map_err(|e| err!(NoMemory, "cannot start a request thread: {e}"))?;

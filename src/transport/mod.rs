@@ -8,7 +8,8 @@
 //!   [`ranges`] the same for ragged samples;
 //! * [`fabric`]: methods 1 and 2, libfabric;
 //! * [`local`]: node-local reads (same-node shards mapped read-only);
-//! * [`rma_progress`]: the optional thread that turns MPI's progress engine.
+//! * [`rma_progress`]: the optional thread that turns MPI's progress engine;
+//! * [`waiting`]: how a read waits, by the thread it runs on.
 
 // `fabric` is reachable from outside for the fuzz targets and
 // tests/remote_access.rs (lib.rs); the rest only inside the crate.
@@ -18,6 +19,7 @@ pub(crate) mod local;
 pub(crate) mod mpi_rma;
 pub(crate) mod ranges;
 pub(crate) mod rma_progress;
+pub(crate) mod waiting;
 
 use std::sync::Arc;
 
@@ -169,7 +171,7 @@ impl Reads<'_> {
             Reads::Rma(r, ops) => {
                 if !ops.is_empty() {
                     let _serial = cx.serial.map(|m| m.lock());
-                    r.read_batch(ops, &mut Vec::new())?;
+                    r.read_batch(ops, waiting::on_request_thread())?;
                 }
                 t.lap(&cx.counters.read_ns);
                 Ok(())
