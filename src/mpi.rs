@@ -539,23 +539,13 @@ impl Comm {
     /// `MPI_REQUEST_NULL` and their indices are left in `done`. Returns how
     /// many completed (0 when every entry was already null).
     pub fn waitsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
-        done.resize(reqs.len(), 0);
-        let mut n: c_int = 0;
-        // SAFETY: `done` holds reqs.len() indices; entries are requests
-        // started by this module or MPI_REQUEST_NULL.
-        let rc = unsafe {
-            ffi::MPI_Waitsome(
-                reqs.len() as c_int,
-                reqs.as_mut_ptr(),
-                &mut n,
-                done.as_mut_ptr(),
-                ffi::RSMPI_STATUSES_IGNORE,
-            )
-        };
-        check(rc, "MPI_Waitsome")?;
-        let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
-        done.truncate(n);
-        Ok(n)
+        some(reqs, done, ffi::MPI_Waitsome, "MPI_Waitsome")
+    }
+
+    /// `waitsome` without the wait: returns at once, maybe with 0 completed.
+    /// Each call also turns MPI's progress engine.
+    pub fn testsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
+        some(reqs, done, ffi::MPI_Testsome, "MPI_Testsome")
     }
 
     /// Completes every request started by `irecv`/`isend` and empties `reqs`.
@@ -567,28 +557,6 @@ impl Comm {
         let rc = unsafe { ffi::MPI_Waitall(reqs.len() as c_int, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
         reqs.clear();
         check(rc, "MPI_Waitall")
-    }
-
-    /// Like `waitsome` without waiting: completed entries become
-    /// `MPI_REQUEST_NULL` and their indices are left in `done`; returns how
-    /// many completed, maybe 0. Each call also turns MPI's progress engine.
-    pub fn testsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
-        done.resize(reqs.len(), 0);
-        let mut n: c_int = 0;
-        // SAFETY: as in `waitsome`.
-        let rc = unsafe {
-            ffi::MPI_Testsome(
-                reqs.len() as c_int,
-                reqs.as_mut_ptr(),
-                &mut n,
-                done.as_mut_ptr(),
-                ffi::RSMPI_STATUSES_IGNORE,
-            )
-        };
-        check(rc, "MPI_Testsome")?;
-        let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
-        done.truncate(n);
-        Ok(n)
     }
 
     pub fn raw(&self) -> ffi::MPI_Comm {
@@ -668,6 +636,22 @@ pub fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
     let kind = Kind::from_code(i32::from_le_bytes(buf[..4].try_into().unwrap()));
     let end = buf[4..].iter().position(|&b| b == 0).map_or(buf.len(), |i| i + 4);
     Err(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
+}
+
+type SomeFn = unsafe extern "C" fn(c_int, *mut ffi::MPI_Request, *mut c_int, *mut c_int, *mut ffi::MPI_Status) -> c_int;
+
+/// `MPI_Waitsome` or `MPI_Testsome` (`call`, named `what` in errors) over `reqs`.
+fn some(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>, call: SomeFn, what: &str) -> Result<usize> {
+    done.resize(reqs.len(), 0);
+    let mut n: c_int = 0;
+    // SAFETY: `done` holds reqs.len() indices; entries are requests started
+    // by this module or MPI_REQUEST_NULL.
+    let rc =
+        unsafe { call(reqs.len() as c_int, reqs.as_mut_ptr(), &mut n, done.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+    check(rc, what)?;
+    let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
+    done.truncate(n);
+    Ok(n)
 }
 
 impl Drop for Comm {
@@ -793,29 +777,10 @@ impl Window {
     /// window into `dst` (calls of at most 1 GiB); `flush(target)` completes
     /// them. `dst` must stay valid and untouched until then.
     pub fn get_start(&self, dst: *mut u8, len: usize, target: usize, offset: u64) -> Result<()> {
-        let byte = unsafe { ffi::RSMPI_UINT8_T };
-        let mut done = 0usize;
-        while done < len {
-            let n = (len - done).min(MAX_CHUNK);
-            // SAFETY: dst covers len bytes; the target range was bounds-checked by the store.
-            check(
-                unsafe {
-                    ffi::MPI_Get(
-                        dst.wrapping_add(done).cast(),
-                        n as c_int,
-                        byte,
-                        target as c_int,
-                        (offset + done as u64) as ffi::MPI_Aint,
-                        n as c_int,
-                        byte,
-                        self.raw,
-                    )
-                },
-                "MPI_Get",
-            )?;
-            done += n;
-        }
-        Ok(())
+        self.each_piece(dst, len, target, offset, |d, n, t, disp, byte, win| {
+            // SAFETY: see `each_piece`.
+            check(unsafe { ffi::MPI_Get(d, n, byte, t, disp, n, byte, win) }, "MPI_Get")
+        })
     }
 
     /// Starts reading like `get_start`, one request-based get (`MPI_Rget`)
@@ -829,30 +794,34 @@ impl Window {
         offset: u64,
         reqs: &mut Vec<ffi::MPI_Request>,
     ) -> Result<()> {
+        self.each_piece(dst, len, target, offset, |d, n, t, disp, byte, win| {
+            let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
+            // SAFETY: see `each_piece`; the request is completed before `dst` is released.
+            check(unsafe { ffi::MPI_Rget(d, n, byte, t, disp, n, byte, win, &mut r) }, "MPI_Rget")?;
+            reqs.push(r);
+            Ok(())
+        })
+    }
+
+    /// Calls `issue(dst, count, target, displacement, MPI_UINT8_T, window)`
+    /// for each piece of at most `MAX_CHUNK` bytes of a read of `len` bytes at
+    /// `offset` of `target`'s window into `dst`. The caller keeps `dst`
+    /// (`len` bytes) valid until the reads complete; the store bounds-checked
+    /// the target range.
+    fn each_piece(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        target: usize,
+        offset: u64,
+        mut issue: impl FnMut(*mut c_void, c_int, c_int, ffi::MPI_Aint, ffi::MPI_Datatype, ffi::MPI_Win) -> Result<()>,
+    ) -> Result<()> {
         let byte = unsafe { ffi::RSMPI_UINT8_T };
         let mut done = 0usize;
         while done < len {
             let n = (len - done).min(MAX_CHUNK);
-            let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
-            // SAFETY: dst covers len bytes and stays valid until the request
-            // completes; the target range was bounds-checked by the store.
-            check(
-                unsafe {
-                    ffi::MPI_Rget(
-                        dst.wrapping_add(done).cast(),
-                        n as c_int,
-                        byte,
-                        target as c_int,
-                        (offset + done as u64) as ffi::MPI_Aint,
-                        n as c_int,
-                        byte,
-                        self.raw,
-                        &mut r,
-                    )
-                },
-                "MPI_Rget",
-            )?;
-            reqs.push(r);
+            let disp = (offset + done as u64) as ffi::MPI_Aint;
+            issue(dst.wrapping_add(done).cast(), n as c_int, target as c_int, disp, byte, self.raw)?;
             done += n;
         }
         Ok(())
