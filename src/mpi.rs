@@ -535,17 +535,27 @@ impl Comm {
         Ok(())
     }
 
-    /// Waits until at least one of `reqs` completes; completed entries become
+    /// Tests `reqs` without waiting: completed entries become
     /// `MPI_REQUEST_NULL` and their indices are left in `done`. Returns how
-    /// many completed (0 when every entry was already null).
-    pub fn waitsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
-        some(reqs, done, ffi::MPI_Waitsome, "MPI_Waitsome")
-    }
-
-    /// `waitsome` without the wait: returns at once, maybe with 0 completed.
-    /// Each call also turns MPI's progress engine.
+    /// many completed, maybe 0. Each call also turns MPI's progress engine.
     pub fn testsome(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>) -> Result<usize> {
-        some(reqs, done, ffi::MPI_Testsome, "MPI_Testsome")
+        done.resize(reqs.len(), 0);
+        let mut n: c_int = 0;
+        // SAFETY: `done` holds reqs.len() indices; entries are requests
+        // started by this module or MPI_REQUEST_NULL.
+        let rc = unsafe {
+            ffi::MPI_Testsome(
+                reqs.len() as c_int,
+                reqs.as_mut_ptr(),
+                &mut n,
+                done.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        check(rc, "MPI_Testsome")?;
+        let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
+        done.truncate(n);
+        Ok(n)
     }
 
     /// Completes every request started by `irecv`/`isend` and empties `reqs`.
@@ -636,22 +646,6 @@ pub fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
     let kind = Kind::from_code(i32::from_le_bytes(buf[..4].try_into().unwrap()));
     let end = buf[4..].iter().position(|&b| b == 0).map_or(buf.len(), |i| i + 4);
     Err(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
-}
-
-type SomeFn = unsafe extern "C" fn(c_int, *mut ffi::MPI_Request, *mut c_int, *mut c_int, *mut ffi::MPI_Status) -> c_int;
-
-/// `MPI_Waitsome` or `MPI_Testsome` (`call`, named `what` in errors) over `reqs`.
-fn some(reqs: &mut [ffi::MPI_Request], done: &mut Vec<c_int>, call: SomeFn, what: &str) -> Result<usize> {
-    done.resize(reqs.len(), 0);
-    let mut n: c_int = 0;
-    // SAFETY: `done` holds reqs.len() indices; entries are requests started
-    // by this module or MPI_REQUEST_NULL.
-    let rc =
-        unsafe { call(reqs.len() as c_int, reqs.as_mut_ptr(), &mut n, done.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
-    check(rc, what)?;
-    let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
-    done.truncate(n);
-    Ok(n)
 }
 
 impl Drop for Comm {

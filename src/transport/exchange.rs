@@ -63,7 +63,7 @@ pub struct Scratch {
 // SAFETY: `MPI_Request` is an integer in MPICH but a pointer in Open MPI,
 // so the compiler cannot tell that it may cross threads. The scratch lives
 // behind the store's exchange mutex, and every request in it completes
-// (waitall / waitsome) before the exchange returns: between batches it holds
+// (waitall) before the exchange returns: between batches it holds
 // no live request, only capacity.
 unsafe impl Send for Scratch {}
 
