@@ -83,7 +83,7 @@ run() {
   fi
   grep -E "^($name|require:|test_hugepages)" "$out" | sed 's/^/  /' || true
   local left
-  left=$(find "$dir" -mindepth 1 -maxdepth 1 | head -5)
+  left=$(find "$dir" -mindepth 1 -maxdepth 1)  # whole: `| head` could SIGPIPE find under pipefail
   [ -z "$left" ] || { say "FAIL: $name left files in $dir: $left"; exit 1; }
   [ "$(cat $hp_file/resv_hugepages)" = "$resv0" ] || { say "FAIL: $name left huge pages reserved"; exit 1; }
   pte=$(awk '/^VMPTE_DELTA_KB/ {print $2}' "$out")

@@ -10,7 +10,10 @@ set -euo pipefail
 target=$(cd "$1" && pwd)
 tests=$(cd "$2" && pwd)
 lib=$target/release/libddstore.so
-ldd "$lib" | grep -q 'libamdhip64\.so\.5 => /' || { echo "rocm-check: $lib does not link libamdhip64.so.5" >&2; ldd "$lib" >&2; exit 1; }
+# ldd's output is kept whole before matching: `ldd | grep -q` under pipefail
+# fails now and then, when grep exits at its match and ldd dies of SIGPIPE.
+deps=$(ldd "$lib")
+grep -q 'libamdhip64\.so\.5 => /' <<<"$deps" || { echo "rocm-check: $lib does not link libamdhip64.so.5" >&2; echo "$deps" >&2; exit 1; }
 # The tests link libddstore.so.0 (the installed name); the cargo output has
 # the unversioned file: a private directory holds the soname link.
 libdir=$(mktemp -d)
@@ -19,7 +22,8 @@ ln -s "$lib" "$libdir/libddstore.so.0"
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_TLS=self,sm FABRIC_IFACE=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 # The test binaries must really load this build.
-ldd "$tests/test_gpu" | grep -q "$libdir/libddstore.so.0" || { echo "rocm-check: test_gpu does not load $lib" >&2; exit 1; }
+deps=$(ldd "$tests/test_gpu")
+grep -q "$libdir/libddstore.so.0" <<<"$deps" || { echo "rocm-check: test_gpu does not load $lib" >&2; exit 1; }
 failed=0
 run() { echo "--- $*"; timeout 120 "$@" || failed=$((failed + 1)); }
 run mpiexec -n 2 "$tests/test_gpu"
