@@ -3,9 +3,11 @@
  *
  *   mpiexec -n 2 bench --overlap [--out FILE --append]
  *
- * For each method (method 0 collective, method 0 one-sided, method 1 on shm,
- * all with node-local reads off so that the transport moves the rows; and
- * method 0 with them on, "mpi+local") and row size (3 KiB and 200 KiB):
+ * For each method (method 0 collective, method 0 one-sided, method 1 on shm
+ * and on tcp, all with node-local reads off so that the transport moves the
+ * rows; and methods 0 and 1 with them on, as they run by default with every
+ * rank on one node: "mpi+local", "fabric+local") and row size (3 KiB and
+ * 200 KiB):
  * batches of 128 random
  * rows. T = the median time of one blocking dds_get_batch. Then, in each
  * of 5 repeats: R (the blocking read again, into the same two destinations
@@ -54,8 +56,11 @@ static const ov_method OV_METHODS[] = {
     {"mpi", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL, "0"},
     {"mpi onesided", DDS_METHOD_MPI, DDS_BATCH_ONESIDED, NULL, "0"},
     {"fabric:shm", DDS_METHOD_FABRIC, DDS_BATCH_ENV, "shm", "0"},
+    /* Served by the owner's progress thread, as a network provider is. */
+    {"fabric:tcp", DDS_METHOD_FABRIC, DDS_BATCH_ENV, "tcp", "0"},
     /* Every rank on one node: the rows are copied from shared memory. */
     {"mpi+local", DDS_METHOD_MPI, DDS_BATCH_COLLECTIVE, NULL, "1"},
+    {"fabric+local", DDS_METHOD_FABRIC, DDS_BATCH_ENV, "shm", "1"},
 };
 
 static void sleep_s(double s) {

@@ -541,7 +541,8 @@ def py_overlap_table(py):
     if not py or not py["overlap"]:
         return []
     out = ["Through pyddstore (`get_batch_async` before a `time.sleep(T)` step, `req.wait()` after it; "
-           "method 0 collective and method 1 on shm, default request threads; the same repeats and ratio):", "",
+           "method 0 collective and method 1 on shm, node-local reads off, then on (`+local`); default request "
+           "threads; the same repeats and ratio):", "",
            "| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
            f"prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | steps per loop | verified |",
            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]

@@ -29,8 +29,8 @@ next to the raw cffi call of dds_get with ready arguments (the library's
 own work plus cffi's) -- see docs/performance.md.
 
 Last, the training loop of capi-tests/bench_overlap.c through pyddstore
-(method 0 collective and method 1 on shm, node-local reads off, 3 KiB and
-200 KiB rows, the default request-thread policy): steps that sleep T
+(method 0 collective and method 1 on shm, node-local reads off and on, 3 KiB
+and 200 KiB rows, the default request-thread policy): steps that sleep T
 (``time.sleep``) with the next batch read by ``get_batch_async`` before the
 step and ``req.wait()`` after it, against the same steps alone and with a
 blocking ``get_batch``; five repeats, each measuring R beside its loops;
@@ -316,16 +316,19 @@ def per_call(comm, out, opt):
     store.free()
 
 
-OV_GROUPS = (("mpi", 0, None), ("fabric:shm", 1, "shm"))
+# (label, method, provider, DDSTORE_NODE_LOCAL): the transport moving the
+# rows, then each method as it runs by default with every rank on one node.
+OV_GROUPS = (("mpi", 0, None, "0"), ("fabric:shm", 1, "shm", "0"),
+             ("mpi+local", 0, None, "1"), ("fabric+local", 1, "shm", "1"))
 OV_SIZES = (3072, 204800)
 OV_REPEATS, OV_MIN_STEPS, OV_MAX_STEPS, OV_LOOP_S = 5, 40, 400, 0.05
 
 
 def overlap(comm, out, opt):
     """The training-loop figure through pyddstore (see the module docstring)."""
-    for label, method, fabric in OV_GROUPS:
+    for label, method, fabric, node_local in OV_GROUPS:
         for rb in OV_SIZES:
-            store, why = make_store(comm, method, fabric, "0")
+            store, why = make_store(comm, method, fabric, node_local)
             if store is None:
                 if comm.rank == 0:
                     print(f"training loop {label}: skipped ({why})")
@@ -380,7 +383,8 @@ def overlap(comm, out, opt):
             verified = comm.allreduce(verified, op=MPI.LAND)
             med = {k: float(np.median(v)) for k, v in fig.items()}
             rec = {"type": "pyoverlap", "group": label, "method": method, "row_bytes": rb, "batch": BATCH,
-                   "ranks": comm.size, "steps": steps, "repeats": OV_REPEATS, "step_ms": round(1e3 * T, 4),
+                   "node_local": int(node_local), "ranks": comm.size, "steps": steps, "repeats": OV_REPEATS,
+                   "step_ms": round(1e3 * T, 4),
                    "read_ms": round(1e3 * med["R"], 4), "step_alone_ms": round(1e3 * med["alone"], 4),
                    "plain_ms": round(1e3 * med["plain"], 4), "prefetch_ms": round(1e3 * med["prefetch"], 4),
                    "ratio": round(med["ratio"], 4), "verified": verified}
