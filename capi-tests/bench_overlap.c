@@ -17,7 +17,8 @@
  * prefetch (read, then step) and with prefetch (the next batch's
  * dds_get_batch_start before the step, its wait after). Reported: medians
  * over the repeats, the time a step spent inside the library's calls, the
- * CPU time the hypervisor took meanwhile, and the target: prefetch <= 1.15
+ * CPU the ranks used in the prefetch loop (and the library threads' part),
+ * the CPU time the hypervisor took meanwhile, and the target: prefetch <= 1.15
  * x max(step alone, R), judged on the median of each repeat's own ratio (R
  * drifts with the machine's memory bandwidth; a ratio inside one repeat
  * does not). About T + R is expected without prefetch. Each configuration
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -78,14 +80,25 @@ static void stolen_ticks(double *steal, double *all) {
   for (int i = 0; i < 8; i++) *all += (double)v[i];
 }
 
+static double cpu_s(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Seconds per step of `steps` steps (max over ranks); `ahead` 0: blocking.
  * `*blocked`: the median time a step spent in the read call (blocking) or
- * in the wait and the next start (prefetch), max over ranks. */
+ * in the wait and the next start (prefetch), max over ranks. `*cores`: the
+ * CPU time all ranks' processes used during the loop, summed over ranks,
+ * per second of the loop (in cores), and `*lib_cores` the part of it that
+ * was not the caller's thread (the library's request, progress and MPI
+ * threads). A read that hides needs its CPU from cores the steps leave. */
 static double loop(dds_store *s, char *bufs[2], int64_t **order, int steps, int64_t rb, double T, int ahead,
-                   int *bad, double *blocked) {
+                   int *bad, double *blocked, double *cores, double *lib_cores) {
   size_t bytes = (size_t)(OV_BATCH * rb);
   double in_call[OV_MAX_STEPS] = {0};
   MPI_Barrier(MPI_COMM_WORLD);
+  double proc0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID), mine0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
   double t0 = now_s();
   dds_request *req = NULL;
   if (ahead) TRY(dds_get_batch_start(s, "v", bufs[0], bytes, order[0], OV_BATCH, &req));
@@ -103,7 +116,12 @@ static double loop(dds_store *s, char *bufs[2], int64_t **order, int steps, int6
     }
     sleep_s(T);
   }
-  double per = (now_s() - t0) / steps, worst;
+  double wall = now_s() - t0, per = wall / steps, worst;
+  double proc = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - proc0, mine = cpu_s(CLOCK_THREAD_CPUTIME_ID) - mine0;
+  double used[2] = {proc / wall, (proc - mine) / wall};
+  MPI_Allreduce(MPI_IN_PLACE, used, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  *cores = used[0];
+  *lib_cores = used[1];
   double med = bench_median(in_call + 4, steps - 4);
   MPI_Allreduce(&med, blocked, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   /* The last batch, checked outside the timing. */
@@ -130,7 +148,7 @@ static double blocking_read(dds_store *s, char *bufs[2], int64_t **order, int64_
 
 /* One measurement of a configuration; every field is the same on every rank. */
 typedef struct {
-  double T, R, alone, plain, ahead, target, ratio, loop_read, wait, stolen;
+  double T, R, alone, plain, ahead, target, ratio, loop_read, wait, stolen, cores, lib_cores;
   int steps;
 } ov_result;
 
@@ -144,14 +162,14 @@ static void measure(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, in
   double steal0, all0, steal1, all1;
   stolen_ticks(&steal0, &all0);
   double plain[OV_REPEATS], ahead[OV_REPEATS], alone[OV_REPEATS], reads[OV_REPEATS], ratio[OV_REPEATS];
-  double in_read[OV_REPEATS], in_wait[OV_REPEATS], none;
+  double in_read[OV_REPEATS], in_wait[OV_REPEATS], cores[OV_REPEATS], lib[OV_REPEATS], none, x, y;
   /* R is measured again in every repeat, beside the loops it is compared
    * with: on a shared machine memory bandwidth drifts over seconds. */
   for (int rep = 0; rep < OV_REPEATS; rep++) {
     reads[rep] = blocking_read(s, bufs, order, rb);
-    alone[rep] = loop(NULL, bufs, order, steps, rb, T, 0, bad, &none);
-    plain[rep] = loop(s, bufs, order, steps, rb, T, 0, bad, &in_read[rep]);
-    ahead[rep] = loop(s, bufs, order, steps, rb, T, 1, bad, &in_wait[rep]);
+    alone[rep] = loop(NULL, bufs, order, steps, rb, T, 0, bad, &none, &x, &y);
+    plain[rep] = loop(s, bufs, order, steps, rb, T, 0, bad, &in_read[rep], &x, &y);
+    ahead[rep] = loop(s, bufs, order, steps, rb, T, 1, bad, &in_wait[rep], &cores[rep], &lib[rep]);
     ratio[rep] = ahead[rep] / (alone[rep] > reads[rep] ? alone[rep] : reads[rep]);
   }
   stolen_ticks(&steal1, &all1);
@@ -167,6 +185,8 @@ static void measure(dds_store *s, char *bufs[2], int64_t **order, int64_t rb, in
   o->loop_read = bench_median(in_read, OV_REPEATS);
   o->wait = bench_median(in_wait, OV_REPEATS);
   o->ratio = bench_median(ratio, OV_REPEATS);
+  o->cores = bench_median(cores, OV_REPEATS);
+  o->lib_cores = bench_median(lib, OV_REPEATS);
   o->target = OV_TARGET * (o->alone > o->R ? o->alone : o->R);
 }
 
@@ -177,6 +197,7 @@ int overlap_check(FILE *out) {
   const int64_t sizes[] = {3072, 204800};
   const int nsizes = 2;
   int failed = 0;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d-%d steps):\n", np, OV_BATCH, OV_MIN_STEPS,
                      OV_MAX_STEPS);
   /* Every scheduling of the request threads (DDSTORE_REQUEST_PRIORITY; the default first). */
@@ -241,19 +262,20 @@ int overlap_check(FILE *out) {
         const ov_result *b = &best;
         printf("  %-13s %-6s %7lld B: R %8.3f ms, T %8.3f ms (step alone %8.3f); per step: no prefetch %8.3f ms, "
                "prefetch %8.3f ms (target <= %8.3f; %.2f x max)%s%s; read in the loop %8.3f ms, wait+start %8.3f ms; "
-               "%d steps, %.1f%% stolen (attempt %d)\n",
+               "%d steps, %.1f%% stolen (attempt %d); CPU in the prefetch loop %.2f of %ld cores (library threads %.2f)\n",
                m->label, prio, (long long)rb, 1e3 * b->R, 1e3 * b->T, 1e3 * b->alone, 1e3 * b->plain, 1e3 * b->ahead,
                1e3 * b->target, b->ratio, b->ratio <= OV_TARGET ? "" : "  ABOVE TARGET", allbad ? "  WRONG ROWS" : "",
-               1e3 * b->loop_read, 1e3 * b->wait, b->steps, 100 * b->stolen, attempts);
+               1e3 * b->loop_read, 1e3 * b->wait, b->steps, 100 * b->stolen, attempts, b->cores, ncpu, b->lib_cores);
         if (out)
           fprintf(out,
                   "{\"type\": \"overlap\", \"method\": \"%s\", \"priority\": \"%s\", \"rb\": %lld, \"batch\": %d, "
                   "\"steps\": %d, \"ranks\": %d, \"stolen\": %.4f, \"attempts\": %d, \"read_ms\": %.6f, "
                   "\"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, \"prefetch_ms\": %.6f, "
-                  "\"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, \"verified\": %s}\n",
+                  "\"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, \"cpu_cores\": %.4f, "
+                  "\"lib_cpu_cores\": %.4f, \"machine_cores\": %ld, \"verified\": %s}\n",
                   m->label, prio, (long long)rb, OV_BATCH, b->steps, np, b->stolen, attempts, 1e3 * b->R, 1e3 * b->T,
                   1e3 * b->alone, 1e3 * b->plain, 1e3 * b->ahead, 1e3 * b->target, b->ratio, 1e3 * b->loop_read,
-                  1e3 * b->wait, allbad ? "false" : "true");
+                  1e3 * b->wait, b->cores, b->lib_cores, ncpu, allbad ? "false" : "true");
       }
       free(bufs[0]);
       free(bufs[1]);

@@ -515,23 +515,32 @@ def python_section(R, P):
 OVERLAP_TARGET = 1.15  # prefetch per step / max(step alone, R) (issue 20)
 
 
+def cpu_cell(m):
+    """Both ranks' CPU in a prefetch loop, in cores (library threads' part)."""
+    if "cpu_cores" not in m:
+        return "-"
+    return f"{m['cpu_cores']:.2f} of {m['machine_cores']} cores ({m['lib_cpu_cores']:.2f})"
+
+
 def overlap_table(R):
     """The training-loop figure (bench --overlap, capi-tests/bench_overlap.c)."""
     if not R.overlap:
         return ["(not run)"]
     out = ["| method | request threads | row size | read R | step T | step alone | per step, no prefetch | "
            f"per step, prefetch | prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | in the library per "
-           "step, prefetch (wait + start) | steps per loop | CPU stolen by the host | verified |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+           "step, prefetch (wait + start) | CPU of both ranks, prefetch (library threads) | steps per loop | "
+           "CPU stolen by the host | verified |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for m in R.overlap:
         # Older records have no per-repeat ratio: the ratio of the medians.
         ratio = m.get("ratio", m["prefetch_ms"] / max(m["step_alone_ms"], m["read_ms"]))
         met = ratio <= OVERLAP_TARGET
         wait = f"{m['wait_ms']:.3f} ms" if "wait_ms" in m else "-"
         stolen = f"{100 * m['stolen']:.1f}%" if "stolen" in m else "-"
+        cpu = cpu_cell(m)
         out.append(f"| {m['method']} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | "
                    f"{m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
-                   f"{m['prefetch_ms']:.3f} ms | {ratio:.2f} | {'yes' if met else '**no**'} | {wait} | "
+                   f"{m['prefetch_ms']:.3f} ms | {ratio:.2f} | {'yes' if met else '**no**'} | {wait} | {cpu} | "
                    f"{m['steps']} | {stolen} | {'yes' if m['verified'] else '**NO**'} |")
     return out
 
@@ -544,13 +553,14 @@ def py_overlap_table(py):
            "method 0 collective and method 1 on shm, node-local reads off, then on (`+local`); default request "
            "threads; the same repeats and ratio):", "",
            "| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
-           f"prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | steps per loop | verified |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+           f"prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | CPU of both ranks, prefetch (library "
+           "threads) | steps per loop | verified |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for m in py["overlap"]:
         met = m["ratio"] <= OVERLAP_TARGET
         out.append(f"| {m['group']} | {size_name(m['row_bytes'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
                    f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
-                   f"{m['ratio']:.2f} | {'yes' if met else '**no**'} | {m['steps']} | "
+                   f"{m['ratio']:.2f} | {'yes' if met else '**no**'} | {cpu_cell(m)} | {m['steps']} | "
                    f"{'yes' if m['verified'] else '**NO**'} |")
     return [""] + out
 
@@ -697,6 +707,9 @@ def markdown(R, perf_md, spread=None, py=None):
           "on the median of each repeat's own ratio. A loop runs at least 40 steps and 50 ms. A configuration is "
           "measured up to 3 times while the host took more than 3% of this machine's CPUs (\"steal\" in /proc/stat: "
           "a shared virtual machine), and the least disturbed attempt is shown. "
+          "\"CPU of both ranks\": the CPU time both processes used during the prefetch loop per second of it, "
+          "in cores (in brackets: the part not on the callers' threads, that is the library's request, progress "
+          "and MPI threads); a read hides only in CPU the steps leave free. "
           "T is measured on the freshly filled store, before the repeats, so at 3 KiB it is longer than their R. "
           "\"Request threads\": the Linux policy of the library threads that carry the reads "
           "(`DDSTORE_REQUEST_PRIORITY`): `batch` (the default, `SCHED_BATCH`: a request thread woken by a start "

@@ -35,7 +35,8 @@ and 200 KiB rows, the default request-thread policy): steps that sleep T
 step and ``req.wait()`` after it, against the same steps alone and with a
 blocking ``get_batch``; five repeats, each measuring R beside its loops;
 the target (prefetch <= 1.15 x max(step alone, R)) is judged on the median
-of the repeats' own ratios.
+of the repeats' own ratios, and the prefetch loop's CPU use is recorded as
+in C.
 """
 
 import argparse
@@ -352,6 +353,7 @@ def overlap(comm, out, opt):
 
             def loop(mode, steps, T):
                 comm.Barrier()
+                cpu0, mine0 = time.process_time(), time.thread_time()
                 t0 = _perf()
                 req = store.get_batch_async("v", bufs[0], order[0]) if mode == "prefetch" else None
                 for k in range(steps):
@@ -362,23 +364,30 @@ def overlap(comm, out, opt):
                     elif mode == "plain":
                         store.get_batch("v", bufs[k % 2], order[k])
                     time.sleep(T)
-                per = (_perf() - t0) / steps
+                wall = _perf() - t0
+                per = wall / steps
+                cpu, mine = time.process_time() - cpu0, time.thread_time() - mine0
+                # Both ranks' CPU per second of the loop, and the library threads' part (as in C).
+                used = comm.allreduce(np.array([cpu / wall, (cpu - mine) / wall]), op=MPI.SUM)
                 last = (steps - 1) % 2
                 ok = mode == "alone" or bool(np.array_equal(
                     bufs[last], order[steps - 1][:, None] * elems + np.arange(elems, dtype=np.int64)))
-                return comm.allreduce(per, op=MPI.MAX), ok
+                return comm.allreduce(per, op=MPI.MAX), ok, used
 
             T = blocking()
             steps = int(min(OV_MAX_STEPS, max(OV_MIN_STEPS, OV_LOOP_S / (2 * T + 1e-4) + 1)))
             steps = comm.bcast(steps)
-            fig = {"R": [], "alone": [], "plain": [], "prefetch": [], "ratio": []}
+            fig = {"R": [], "alone": [], "plain": [], "prefetch": [], "ratio": [], "cpu": [], "lib_cpu": []}
             verified = True
             for _ in range(OV_REPEATS):
                 fig["R"].append(blocking())
                 for mode in ("alone", "plain", "prefetch"):
-                    per, ok = loop(mode, steps, T)
+                    per, ok, used = loop(mode, steps, T)
                     fig[mode].append(per)
                     verified &= ok
+                    if mode == "prefetch":
+                        fig["cpu"].append(float(used[0]))
+                        fig["lib_cpu"].append(float(used[1]))
                 fig["ratio"].append(fig["prefetch"][-1] / max(fig["alone"][-1], fig["R"][-1]))
             verified = comm.allreduce(verified, op=MPI.LAND)
             med = {k: float(np.median(v)) for k, v in fig.items()}
@@ -387,13 +396,15 @@ def overlap(comm, out, opt):
                    "step_ms": round(1e3 * T, 4),
                    "read_ms": round(1e3 * med["R"], 4), "step_alone_ms": round(1e3 * med["alone"], 4),
                    "plain_ms": round(1e3 * med["plain"], 4), "prefetch_ms": round(1e3 * med["prefetch"], 4),
-                   "ratio": round(med["ratio"], 4), "verified": verified}
+                   "ratio": round(med["ratio"], 4), "cpu_cores": round(med["cpu"], 4),
+                   "lib_cpu_cores": round(med["lib_cpu"], 4), "machine_cores": os.cpu_count(), "verified": verified}
             if comm.rank == 0:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"training loop {label:10s} {rb:7d} B: R {rec['read_ms']:.3f} ms, T {rec['step_ms']:.3f} ms, "
                       f"step alone {rec['step_alone_ms']:.3f}, no prefetch {rec['plain_ms']:.3f}, "
-                      f"prefetch {rec['prefetch_ms']:.3f} ms ({rec['ratio']:.2f} x max)"
+                      f"prefetch {rec['prefetch_ms']:.3f} ms ({rec['ratio']:.2f} x max); CPU {rec['cpu_cores']:.2f} of "
+                      f"{rec['machine_cores']} cores (library threads {rec['lib_cpu_cores']:.2f})"
                       + ("" if verified else "  WRONG ROWS"))
             comm.Barrier()
             store.free()
