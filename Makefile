@@ -208,10 +208,14 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	    --out $(BUILD)/bench/results.jsonl --append || exit 1; done; done
 	./scripts/bench-mem-huge.sh $(BUILD)/capi-tests/bench $(BUILD)/bench/results.jsonl
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --overlap --out $(BUILD)/bench/results.jsonl --append
+	mpiexec -bind-to core -n 2 $(BUILD)/capi-tests/bench --overlap --priorities batch \
+	    --out $(BUILD)/bench/results.jsonl --append
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --ragged --out $(BUILD)/bench/results.jsonl --append
 	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/bench.py \
 	    --out $(BUILD)/bench/python.jsonl $(PY_BENCH_ARGS)
+	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -bind-to core -n 2 $(VENV)/bin/python \
+	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
 	    --md docs/results.md --png docs/results.png
 

@@ -23,7 +23,17 @@
  * drifts with the machine's memory bandwidth; a ratio inside one repeat
  * does not). About T + R is expected without prefetch. Each configuration
  * runs under every DDSTORE_REQUEST_PRIORITY (batch, the default; normal;
- * idle). The last batch of every loop is verified row by row. */
+ * idle). The last batch of every loop is verified row by row.
+ *
+ * Each record names the CPUs a rank may run on (`affinity_cpus`, the most
+ * over ranks): the launcher decides it (`mpiexec -bind-to core` binds each
+ * rank to one core; plain MPICH `mpiexec` leaves ranks free). Bound, a start
+ * wakes its request thread on the caller's core, which the caller is about
+ * to leave for its step; free, the wake-up crosses to another core, which
+ * costs the caller an inter-processor interrupt (docs/performance.md).
+ * `make bench` runs the figure both ways. */
+#define _GNU_SOURCE /* CPU_COUNT */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -78,6 +88,14 @@ static void stolen_ticks(double *steal, double *all) {
   if (!machine_ticks(v)) return;
   *steal = (double)v[7];
   for (int i = 0; i < 8; i++) *all += (double)v[i];
+}
+
+/* CPUs this rank may run on, the most over ranks (0 if unknown). */
+static int affinity_cpus(void) {
+  cpu_set_t set;
+  int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0, most;
+  MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return most;
 }
 
 static double cpu_s(clockid_t c) {
@@ -198,8 +216,10 @@ int overlap_check(FILE *out) {
   const int nsizes = 2;
   int failed = 0;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  if (me == 0) printf("training loop (%d ranks, batches of %d rows, step T = R, %d-%d steps):\n", np, OV_BATCH, OV_MIN_STEPS,
-                     OV_MAX_STEPS);
+  int cpus = affinity_cpus();
+  if (me == 0)
+    printf("training loop (%d ranks, each on %d of %ld CPUs, batches of %d rows, step T = R, %d-%d steps):\n", np, cpus,
+           ncpu, OV_BATCH, OV_MIN_STEPS, OV_MAX_STEPS);
   /* Every scheduling of the request threads (DDSTORE_REQUEST_PRIORITY; the default first). */
   const char *priorities[] = {"batch", "normal", "idle"};
   const int npriorities = (int)(sizeof priorities / sizeof priorities[0]);
@@ -272,10 +292,10 @@ int overlap_check(FILE *out) {
                   "\"steps\": %d, \"ranks\": %d, \"stolen\": %.4f, \"attempts\": %d, \"read_ms\": %.6f, "
                   "\"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, \"prefetch_ms\": %.6f, "
                   "\"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, \"cpu_cores\": %.4f, "
-                  "\"lib_cpu_cores\": %.4f, \"machine_cores\": %ld, \"verified\": %s}\n",
+                  "\"lib_cpu_cores\": %.4f, \"machine_cores\": %ld, \"affinity_cpus\": %d, \"verified\": %s}\n",
                   m->label, prio, (long long)rb, OV_BATCH, b->steps, np, b->stolen, attempts, 1e3 * b->R, 1e3 * b->T,
                   1e3 * b->alone, 1e3 * b->plain, 1e3 * b->ahead, 1e3 * b->target, b->ratio, 1e3 * b->loop_read,
-                  1e3 * b->wait, b->cores, b->lib_cores, ncpu, allbad ? "false" : "true");
+                  1e3 * b->wait, b->cores, b->lib_cores, ncpu, cpus, allbad ? "false" : "true");
       }
       free(bufs[0]);
       free(bufs[1]);

@@ -87,7 +87,7 @@ def merge(runs):
     for recs in runs:
         for r in recs:
             if r.get("type") == "overlap":
-                ov[(r["method"], r.get("priority", "normal"), r["rb"])] = r
+                ov[(r["method"], r.get("priority", "normal"), r["rb"], r.get("affinity_cpus"))] = r
     out += list(ov.values())
     rg = {}
     for recs in runs:
@@ -522,15 +522,25 @@ def cpu_cell(m):
     return f"{m['cpu_cores']:.2f} of {m['machine_cores']} cores ({m['lib_cpu_cores']:.2f})"
 
 
+def ranks_cell(m):
+    """Where each rank may run in an overlap record (the launcher's binding)."""
+    n = m.get("affinity_cpus")
+    if n is None:
+        return "-"
+    if n >= m["machine_cores"]:
+        return f"unbound (any of {n} CPUs)"
+    return f"bound to {n} CPU{'s' if n > 1 else ''}"
+
+
 def overlap_table(R):
     """The training-loop figure (bench --overlap, capi-tests/bench_overlap.c)."""
     if not R.overlap:
         return ["(not run)"]
-    out = ["| method | request threads | row size | read R | step T | step alone | per step, no prefetch | "
+    out = ["| method | ranks | request threads | row size | read R | step T | step alone | per step, no prefetch | "
            f"per step, prefetch | prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | in the library per "
            "step, prefetch (wait + start) | CPU of both ranks, prefetch (library threads) | steps per loop | "
            "CPU stolen by the host | verified |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for m in R.overlap:
         # Older records have no per-repeat ratio: the ratio of the medians.
         ratio = m.get("ratio", m["prefetch_ms"] / max(m["step_alone_ms"], m["read_ms"]))
@@ -538,7 +548,7 @@ def overlap_table(R):
         wait = f"{m['wait_ms']:.3f} ms" if "wait_ms" in m else "-"
         stolen = f"{100 * m['stolen']:.1f}%" if "stolen" in m else "-"
         cpu = cpu_cell(m)
-        out.append(f"| {m['method']} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | "
+        out.append(f"| {m['method']} | {ranks_cell(m)} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | "
                    f"{m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
                    f"{m['prefetch_ms']:.3f} ms | {ratio:.2f} | {'yes' if met else '**no**'} | {wait} | {cpu} | "
                    f"{m['steps']} | {stolen} | {'yes' if m['verified'] else '**NO**'} |")
@@ -552,13 +562,13 @@ def py_overlap_table(py):
     out = ["Through pyddstore (`get_batch_async` before a `time.sleep(T)` step, `req.wait()` after it; "
            "method 0 collective and method 1 on shm, node-local reads off, then on (`+local`); default request "
            "threads; the same repeats and ratio):", "",
-           "| method | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
+           "| method | ranks | row size | read R | step T | step alone | per step, no prefetch | per step, prefetch | "
            f"prefetch / max(step alone, R) | target <= {OVERLAP_TARGET} | CPU of both ranks, prefetch (library "
            "threads) | steps per loop | verified |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for m in py["overlap"]:
         met = m["ratio"] <= OVERLAP_TARGET
-        out.append(f"| {m['group']} | {size_name(m['row_bytes'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
+        out.append(f"| {m['group']} | {ranks_cell(m)} | {size_name(m['row_bytes'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
                    f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
                    f"{m['ratio']:.2f} | {'yes' if met else '**no**'} | {cpu_cell(m)} | {m['steps']} | "
                    f"{'yes' if m['verified'] else '**NO**'} |")
@@ -715,6 +725,11 @@ def markdown(R, perf_md, spread=None, py=None):
           "(`DDSTORE_REQUEST_PRIORITY`): `batch` (the default, `SCHED_BATCH`: a request thread woken by a start "
           "never preempts the caller), `normal` (`SCHED_OTHER`) or `idle` (`SCHED_IDLE`: a caller thread waking "
           "from its step never waits behind a read). "
+          "\"Ranks\": the CPUs each rank may run on. `make bench` runs the figure twice: with plain `mpiexec -n 2` "
+          "(MPICH leaves the ranks unbound), then with `mpiexec -bind-to core` (each rank bound to one core, as "
+          "`srun --cpu-bind=cores` or Open MPI's default for two ranks bind them; `batch` request threads only). "
+          "Bound, a start wakes its request thread on the caller's own core; unbound, the wake-up crosses to "
+          "another core (performance.md, \"Where the time goes\"). "
           "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
         + py_overlap_table(py) + [""]
     L += ["## Ragged variables", "",

@@ -2,7 +2,7 @@
 
     mpiexec -n 2 python python-ctypes/bench/bench.py --out build/bench/python.jsonl
         [--quick] [--sizes B,B,...] [--repeats N] [--min-repeat-ms MS] [--shard-mib MIB]
-        [--groups mpi,mpi+local,...]
+        [--groups mpi,mpi+local,...] [--overlap-only --append]
 
 What capi-tests/bench measures through the C API, measured again through
 pyddstore, in the same `make bench` run, so that scripts/bench-report.py can
@@ -36,7 +36,9 @@ step and ``req.wait()`` after it, against the same steps alone and with a
 blocking ``get_batch``; five repeats, each measuring R beside its loops;
 the target (prefetch <= 1.15 x max(step alone, R)) is judged on the median
 of the repeats' own ratios, and the prefetch loop's CPU use is recorded as
-in C.
+in C, with the CPUs each rank may run on (`affinity_cpus`, as in C).
+`--overlap-only --append` runs only this figure and adds it to --out
+(`make bench` runs it again with the ranks bound to a core each).
 """
 
 import argparse
@@ -397,14 +399,16 @@ def overlap(comm, out, opt):
                    "read_ms": round(1e3 * med["R"], 4), "step_alone_ms": round(1e3 * med["alone"], 4),
                    "plain_ms": round(1e3 * med["plain"], 4), "prefetch_ms": round(1e3 * med["prefetch"], 4),
                    "ratio": round(med["ratio"], 4), "cpu_cores": round(med["cpu"], 4),
-                   "lib_cpu_cores": round(med["lib_cpu"], 4), "machine_cores": os.cpu_count(), "verified": verified}
+                   "lib_cpu_cores": round(med["lib_cpu"], 4), "machine_cores": os.cpu_count(),
+                   "affinity_cpus": comm.allreduce(len(os.sched_getaffinity(0)), op=MPI.MAX), "verified": verified}
             if comm.rank == 0:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 print(f"training loop {label:10s} {rb:7d} B: R {rec['read_ms']:.3f} ms, T {rec['step_ms']:.3f} ms, "
                       f"step alone {rec['step_alone_ms']:.3f}, no prefetch {rec['plain_ms']:.3f}, "
                       f"prefetch {rec['prefetch_ms']:.3f} ms ({rec['ratio']:.2f} x max); CPU {rec['cpu_cores']:.2f} of "
-                      f"{rec['machine_cores']} cores (library threads {rec['lib_cpu_cores']:.2f})"
+                      f"{rec['machine_cores']} cores (library threads {rec['lib_cpu_cores']:.2f}); each rank on "
+                      f"{rec['affinity_cpus']} CPU(s)"
                       + ("" if verified else "  WRONG ROWS"))
             comm.Barrier()
             store.free()
@@ -420,6 +424,8 @@ def main():
     ap.add_argument("--min-repeat-ms", type=float, default=20.0)
     ap.add_argument("--shard-mib", type=int, default=256)
     ap.add_argument("--groups", default=",".join(g[0] for g in GROUPS))
+    ap.add_argument("--overlap-only", action="store_true", help="only the training-loop figure")
+    ap.add_argument("--append", action="store_true", help="add to --out instead of replacing it")
     opt = ap.parse_args()
     sizes_given = opt.sizes != ap.get_default("sizes")
     opt.sizes = [int(x) for x in opt.sizes.split(",")]
@@ -429,7 +435,11 @@ def main():
         if not sizes_given:
             opt.sizes = [3072, 204800]
     comm = MPI.COMM_WORLD
-    out = open(opt.out, "w") if comm.rank == 0 else open(os.devnull, "w")
+    out = open(opt.out, "a" if opt.append else "w") if comm.rank == 0 else open(os.devnull, "w")
+    if opt.overlap_only:
+        overlap(comm, out, opt)
+        out.close()
+        return
     t0 = time.time()
     if comm.rank == 0:
         out.write(json.dumps({"type": "pymeta", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
