@@ -548,8 +548,8 @@ def overlap_table(R):
         wait = f"{m['wait_ms']:.3f} ms" if "wait_ms" in m else "-"
         stolen = f"{100 * m['stolen']:.1f}%" if "stolen" in m else "-"
         cpu = cpu_cell(m)
-        out.append(f"| {m['method']} | {ranks_cell(m)} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | {m['read_ms']:.3f} ms | "
-                   f"{m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
+        out.append(f"| {m['method']} | {ranks_cell(m)} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | "
+                   f"{m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
                    f"{m['prefetch_ms']:.3f} ms | {ratio:.2f} | {'yes' if met else '**no**'} | {wait} | {cpu} | "
                    f"{m['steps']} | {stolen} | {'yes' if m['verified'] else '**NO**'} |")
     return out
@@ -568,7 +568,8 @@ def py_overlap_table(py):
            "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for m in py["overlap"]:
         met = m["ratio"] <= OVERLAP_TARGET
-        out.append(f"| {m['group']} | {ranks_cell(m)} | {size_name(m['row_bytes'])} | {m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | "
+        out.append(f"| {m['group']} | {ranks_cell(m)} | {size_name(m['row_bytes'])} | {m['read_ms']:.3f} ms | "
+                   f"{m['step_ms']:.3f} ms | "
                    f"{m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | {m['prefetch_ms']:.3f} ms | "
                    f"{m['ratio']:.2f} | {'yes' if met else '**no**'} | {cpu_cell(m)} | {m['steps']} | "
                    f"{'yes' if m['verified'] else '**NO**'} |")
