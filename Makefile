@@ -210,6 +210,8 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --overlap --out $(BUILD)/bench/results.jsonl --append
 	mpiexec -bind-to core -n 2 $(BUILD)/capi-tests/bench --overlap --priorities batch \
 	    --out $(BUILD)/bench/results.jsonl --append
+	for bind in "" "-bind-to core"; do UCX_MM_FIFO_SIZE=512 mpiexec $$bind -n 2 $(BUILD)/capi-tests/bench --overlap \
+	    --priorities batch --methods "mpi onesided" --out $(BUILD)/bench/results.jsonl --append || exit 1; done
 	mpiexec -n 2 $(BUILD)/capi-tests/bench --ragged --out $(BUILD)/bench/results.jsonl --append
 	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/bench.py \

@@ -31,7 +31,9 @@
  * wakes its request thread on the caller's core, which the caller is about
  * to leave for its step; free, the wake-up crosses to another core, which
  * costs the caller an inter-processor interrupt (docs/performance.md).
- * `make bench` runs the figure both ways. */
+ * `make bench` runs the figure both ways, then the one-sided row again
+ * with UCX_MM_FIFO_SIZE=512 (c-api.md); each record carries the run's
+ * UCX settings other than UCX_TLS (`ucx_settings`). */
 #define _GNU_SOURCE /* CPU_COUNT */
 #include <sched.h>
 #include <stdlib.h>
@@ -96,6 +98,31 @@ static int affinity_cpus(void) {
   int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0, most;
   MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return most;
+}
+
+/* The UCX settings of this run other than UCX_TLS (which the report's
+ * header shows), sorted, space-separated ("" if none): UCX reads them at
+ * MPI_Init, so they hold for a whole invocation, and a tuned run
+ * (UCX_MM_FIFO_SIZE for the one-sided rows, docs/c-api.md) must say so in
+ * its records. */
+extern char **environ;
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static void ucx_settings(char *buf, size_t cap) {
+  const char *mine[64];
+  size_t n = 0, used = 0;
+  for (char **e = environ; *e && n < sizeof mine / sizeof mine[0]; e++)
+    if (strncmp(*e, "UCX_", 4) == 0 && strncmp(*e, "UCX_TLS=", 8) != 0) mine[n++] = *e;
+  qsort(mine, n, sizeof mine[0], cmp_str);
+  buf[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    /* Copied into JSON as it is: a setting with a quote, a backslash or a
+     * byte outside printable ASCII is left out rather than escaped. */
+    int plain = 1;
+    for (const char *c = mine[i]; *c; c++) plain &= (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\');
+    int w = plain ? snprintf(buf + used, cap - used, "%s%s", used ? " " : "", mine[i]) : 0;
+    if (w < 0 || (size_t)w >= cap - used) break;
+    used += (size_t)w;
+  }
 }
 
 static double cpu_s(clockid_t c) {
@@ -217,9 +244,11 @@ int overlap_check(FILE *out) {
   int failed = 0;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int cpus = affinity_cpus();
+  char ucx[512];
+  ucx_settings(ucx, sizeof ucx);
   if (me == 0)
-    printf("training loop (%d ranks, each on %d of %ld CPUs, batches of %d rows, step T = R, %d-%d steps):\n", np, cpus,
-           ncpu, OV_BATCH, OV_MIN_STEPS, OV_MAX_STEPS);
+    printf("training loop (%d ranks, each on %d of %ld CPUs, batches of %d rows, step T = R, %d-%d steps%s%s):\n", np,
+           cpus, ncpu, OV_BATCH, OV_MIN_STEPS, OV_MAX_STEPS, ucx[0] ? "; " : "", ucx);
   /* Every scheduling of the request threads (DDSTORE_REQUEST_PRIORITY; the default first). */
   const char *priorities[] = {"batch", "normal", "idle"};
   const int npriorities = (int)(sizeof priorities / sizeof priorities[0]);
@@ -292,10 +321,11 @@ int overlap_check(FILE *out) {
                   "\"steps\": %d, \"ranks\": %d, \"stolen\": %.4f, \"attempts\": %d, \"read_ms\": %.6f, "
                   "\"step_ms\": %.6f, \"step_alone_ms\": %.6f, \"plain_ms\": %.6f, \"prefetch_ms\": %.6f, "
                   "\"target_ms\": %.6f, \"ratio\": %.4f, \"loop_read_ms\": %.6f, \"wait_ms\": %.6f, \"cpu_cores\": %.4f, "
-                  "\"lib_cpu_cores\": %.4f, \"machine_cores\": %ld, \"affinity_cpus\": %d, \"verified\": %s}\n",
+                  "\"lib_cpu_cores\": %.4f, \"machine_cores\": %ld, \"affinity_cpus\": %d, \"ucx_settings\": \"%s\", "
+                  "\"verified\": %s}\n",
                   m->label, prio, (long long)rb, OV_BATCH, b->steps, np, b->stolen, attempts, 1e3 * b->R, 1e3 * b->T,
                   1e3 * b->alone, 1e3 * b->plain, 1e3 * b->ahead, 1e3 * b->target, b->ratio, 1e3 * b->loop_read,
-                  1e3 * b->wait, b->cores, b->lib_cores, ncpu, cpus, allbad ? "false" : "true");
+                  1e3 * b->wait, b->cores, b->lib_cores, ncpu, cpus, ucx, allbad ? "false" : "true");
       }
       free(bufs[0]);
       free(bufs[1]);

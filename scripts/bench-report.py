@@ -87,7 +87,8 @@ def merge(runs):
     for recs in runs:
         for r in recs:
             if r.get("type") == "overlap":
-                ov[(r["method"], r.get("priority", "normal"), r["rb"], r.get("affinity_cpus"))] = r
+                ov[(r["method"], r.get("priority", "normal"), r["rb"], r.get("affinity_cpus"),
+                    r.get("ucx_settings", ""))] = r
     out += list(ov.values())
     rg = {}
     for recs in runs:
@@ -548,7 +549,8 @@ def overlap_table(R):
         wait = f"{m['wait_ms']:.3f} ms" if "wait_ms" in m else "-"
         stolen = f"{100 * m['stolen']:.1f}%" if "stolen" in m else "-"
         cpu = cpu_cell(m)
-        out.append(f"| {m['method']} | {ranks_cell(m)} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | "
+        method = m["method"] + (f", `{m['ucx_settings']}`" if m.get("ucx_settings") else "")
+        out.append(f"| {method} | {ranks_cell(m)} | {m.get('priority', 'normal')} | {size_name(m['rb'])} | "
                    f"{m['read_ms']:.3f} ms | {m['step_ms']:.3f} ms | {m['step_alone_ms']:.3f} ms | {m['plain_ms']:.3f} ms | "
                    f"{m['prefetch_ms']:.3f} ms | {ratio:.2f} | {'yes' if met else '**no**'} | {wait} | {cpu} | "
                    f"{m['steps']} | {stolen} | {'yes' if m['verified'] else '**NO**'} |")
@@ -731,6 +733,10 @@ def markdown(R, perf_md, spread=None, py=None):
           "`srun --cpu-bind=cores` or Open MPI's default for two ranks bind them; `batch` request threads only). "
           "Bound, a start wakes its request thread on the caller's own core; unbound, the wake-up crosses to "
           "another core (performance.md, \"Where the time goes\"). "
+          "Last, `mpi onesided` once more each way with `UCX_MM_FIFO_SIZE=512` (named in the method column): UCX's "
+          "shared-memory receive queues of 512 entries of up to 8 KiB instead of 64, so that an owner that is "
+          "computing most likely answers up to 4 MiB of gets per MPI progress call instead of 512 KiB (c-api.md, "
+          "\"Overlapping reads with compute\"). "
           "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
         + py_overlap_table(py) + [""]
     L += ["## Ragged variables", "",
