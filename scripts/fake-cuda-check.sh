@@ -5,7 +5,7 @@
 # while its copy functions move the bytes. Runs the staged-path programs under
 # real MPI and libfabric. It does not replace the device check
 # (scripts/gpu-check.sh): it checks our routing, chunking, collective
-# folding and counters, not CUDA's semantics. `make test` runs it
+# folding, counters and requests, not CUDA's semantics. `make test` runs it
 # (`make test-staged`).
 # Usage (after make install-test-prefix): scripts/fake-cuda-check.sh
 set -euo pipefail

@@ -126,7 +126,7 @@ step() {  # step NAME TIMEOUT COMMAND...
     tail -25 "$OUT/log-$name.txt"
 }
 
-CORE=driver_and_classification,get_into_poisoned_gpu_tensor,back_to_back_200_reads_consumed_by_kernels,matrix_alloc_by_readback,large_rows_4096_floats,get_batch_gpu_vs_host,get_batch_small_chunks,gpu_source_host_and_gpu_destinations,register_recv_gpu_tensor,threads_reading_into_gpu,stream_ordering,staging_off_refuses,every_byte_on_device
+CORE=driver_and_classification,get_into_poisoned_gpu_tensor,back_to_back_200_reads_consumed_by_kernels,matrix_alloc_by_readback,large_rows_4096_floats,get_batch_gpu_vs_host,get_batch_async_into_gpu,get_batch_small_chunks,gpu_source_host_and_gpu_destinations,register_recv_gpu_tensor,threads_reading_into_gpu,stream_ordering,staging_off_refuses,every_byte_on_device
 SHM="DDS_TEST_METHOD=1 DDSTORE_FABRIC=shm DDSTORE_NODE_LOCAL=0"
 
 # 1. The C test with a driver present: classification, require, streams;
@@ -147,7 +147,7 @@ step py-measure-paths 90 env $SHM GPU_CHECK_ONLY=measure_paths mpiexec -n "$NP" 
 step py-shm-staged 120 env $SHM DDSTORE_GPU_DIRECT=0 GPU_CHECK_PATH=staged GPU_CHECK_ONLY=$CORE \
     mpiexec -n "$NP" "$PY" scripts/gpu_check.py shm-staged
 step py-method0 90 env DDS_TEST_METHOD=0 GPU_CHECK_PATH=staged \
-    GPU_CHECK_ONLY=driver_and_classification,get_into_poisoned_gpu_tensor,get_batch_gpu_vs_host,get_batch_small_chunks,stream_ordering,staging_off_refuses,every_byte_on_device \
+    GPU_CHECK_ONLY=driver_and_classification,get_into_poisoned_gpu_tensor,get_batch_gpu_vs_host,get_batch_async_into_gpu,get_batch_small_chunks,stream_ordering,staging_off_refuses,every_byte_on_device \
     mpiexec -n "$NP" "$PY" scripts/gpu_check.py method0
 
 # 5. Stream-ordered vs device-synchronised batches, one rank (no second

@@ -235,6 +235,28 @@ def get_batch_gpu_vs_host():
     s.free()
 
 
+def get_batch_async_into_gpu():
+    # Requests into device tensors (staged even on a GPUDirect store: the
+    # wait copies the request's host rows to the device), three in flight,
+    # waited for in reverse order, compared on the device with host reads.
+    s = store()
+    rows = 41
+    s.add("a", np.arange(rows * 5, dtype=np.float32).reshape(rows, 5) + 10**4 * RANK)
+    barrier()
+    rng = np.random.default_rng(7 + RANK)
+    idx = [rng.integers(0, rows * SIZE, size=48) for _ in range(3)]
+    host = [np.zeros((48, 5), np.float32) for _ in idx]
+    for h, i in zip(host, idx):
+        s.get_batch("a", h, i)
+    dev = [torch.full((48, 5), -1.0, device=DEV) for _ in idx]
+    reqs = [s.get_batch_async("a", d, i) for d, i in zip(dev, idx)]
+    for r in reversed(reqs):
+        r.wait()
+    for k, (d, h) in enumerate(zip(dev, host)):
+        expect(torch.equal(d, torch.from_numpy(h).to(DEV)), f"request {k}")
+    s.free()
+
+
 def get_batch_small_chunks():
     # 64-byte bounce chunks: many chunks per batch (methods 1/2) and the
     # pool's reuse-after-event path.
@@ -512,8 +534,8 @@ def torch_dataset_on_device():
 
 
 CHECKS = [driver_and_classification, get_into_poisoned_gpu_tensor, back_to_back_200_reads_consumed_by_kernels,
-          matrix_alloc_by_readback, large_rows_4096_floats, get_batch_gpu_vs_host, get_batch_small_chunks,
-          gpu_source_host_and_gpu_destinations, register_recv_gpu_tensor, threads_reading_into_gpu,
+          matrix_alloc_by_readback, large_rows_4096_floats, get_batch_gpu_vs_host, get_batch_async_into_gpu,
+          get_batch_small_chunks, gpu_source_host_and_gpu_destinations, register_recv_gpu_tensor, threads_reading_into_gpu,
           stream_ordering, staging_off_refuses, every_byte_on_device, measure_stream_vs_device_sync, measure_paths,
           torch_dataset_on_device]
 

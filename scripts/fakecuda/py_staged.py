@@ -1,4 +1,4 @@
-import ctypes, numpy as np
+import ctypes, time, numpy as np
 from mpi4py import MPI
 import pyddstore as dds
 fc = ctypes.CDLL("libcuda.so.1")
@@ -25,6 +25,13 @@ for method in (0, 1):
     idx = np.array([(i * 3) % (8 * comm.size) for i in range(8)])
     s.get_batch("x", d, idx)
     assert (d.numpy((8, 4))[:, 0] == idx // 8 + 1).all()
+    fc.fake_dev_write(d.ptr, np.zeros((8, 4), np.float32).ctypes.data, 128)
+    req = s.get_batch_async("x", d, idx[::-1].copy())  # rows reach the device at wait
+    while not req.done():
+        time.sleep(1e-4)
+    assert (d.numpy((8, 4)) == 0).all()
+    req.wait()
+    assert (d.numpy((8, 4))[:, 0] == idx[::-1] // 8 + 1).all()
     s.register_recv("x", d)
     s.update("x", src, 0)
     try:

@@ -1,5 +1,6 @@
 /* Staged GPU paths against the stand-in driver (scripts/fake-cuda-check.sh). */
 #include <dlfcn.h>
+#include <unistd.h>
 #include "common.h"
 void *fake_dev_alloc(size_t n);
 void fake_dev_write(void *dst, const void *src, size_t n);
@@ -51,6 +52,37 @@ static void ragged(dds_store *s, int staging) {
   free(idx);
   free(mine);
 }
+/* Requests into device memory: the rows land in the request's host buffer
+ * (a host write to `db` would fault) and reach the device only at the wait. */
+static void requests(dds_store *s, void *db, char *bb, const int64_t *idx, long long total) {
+  const size_t rb = E * I, n = 2 * total * rb;
+  memset(bb, 0, n);
+  fake_dev_write(db, bb, n);
+  dds_request *rq = NULL;
+  CHECK(dds_get_batch_start(s, "v", db, n, idx, 2 * total, &rq));
+  int done = 0;
+  while (!done) {
+    CHECK(dds_request_test(rq, &done));
+    if (!done) usleep(100);
+  }
+  fake_dev_read(bb, db, n);
+  int untouched = 1;
+  for (size_t i = 0; i < n; i++) untouched &= bb[i] == 0;
+  EXPECT(untouched);
+  CHECK(dds_request_wait(rq));
+  fake_dev_read(bb, db, n);
+  EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
+  /* two in flight, waited for in reverse order; then one abandoned */
+  dds_request *r2[2] = {NULL, NULL};
+  CHECK(dds_get_batch_start(s, "v", db, n / 2, idx, total, &r2[0]));
+  CHECK(dds_get_batch_start(s, "v", (char *)db + n / 2, n / 2, idx + total, total, &r2[1]));
+  CHECK(dds_request_wait(r2[1]));
+  CHECK(dds_request_wait(r2[0]));
+  fake_dev_read(bb, db, n);
+  EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
+  CHECK(dds_get_batch_start(s, "v", db, n, idx, 2 * total, &rq));
+  CHECK(dds_request_free(rq));
+}
 int main(int argc, char **argv) {
   t_init(&argc, &argv);
   int32_t n = 0;
@@ -95,6 +127,7 @@ int main(int argc, char **argv) {
   CHECK(dds_get_batch_stream(s, "v", db, 2 * total * rb, idx, 2 * total, (void *)0x77));
   fake_dev_read(bb, db, 2 * total * rb);
   EXPECT(t_rows_ok(bb, 2 * total, E, I, TAG, idx, 0));
+  requests(s, db, bb, idx, total);
   /* empty batch on a device pointer; mixed: rank 0 host, others device */
   CHECK(dds_get_batch(s, "v", db, 0, idx, 0));
   char *hb = malloc(2 * total * rb);
@@ -149,6 +182,9 @@ int main(int argc, char **argv) {
   EXPECT(info.device_path == DDS_PATH_REFUSED);
   EXPECT_ERR(dds_get(s, "v", d, rb, 0, 1), DDS_ERR_GPU, t_method() ? "FI_HMEM" : "method=1 or 2");
   EXPECT_ERR(dds_get_batch(s, "v", db, 2 * total * rb, idx, 2 * total), DDS_ERR_GPU, "GPU destination");
+  dds_request *rq = NULL;
+  EXPECT_ERR(dds_get_batch_start(s, "v", db, 2 * total * rb, idx, 2 * total, &rq), DDS_ERR_GPU, "DDSTORE_GPU_STAGING=0");
+  EXPECT(rq == NULL);
   ragged(s, 0);
   CHECK(dds_get(s, "v", h, rb, 0, 1));
   CHECK(dds_destroy(s));
