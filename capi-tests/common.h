@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ddstore.h"
 
@@ -161,6 +162,18 @@ static inline int t_rows_ok(const void *buf, long long rows, long long elems, in
 }
 
 /* Simple deterministic generator (xorshift), seeded per rank. */
+/* Tests `req` every 10 ms, never blocking in the library, until its read
+ * completes or 30 s pass (a request that never completes fails, not hangs):
+ * 1 when done. */
+static inline int t_poll_done(dds_request *req) {
+  int done = 0;
+  for (int i = 0; i < 3000 && !done; i++) {
+    if (dds_request_test(req, &done) != DDS_OK) return 0;
+    if (!done) usleep(10000);
+  }
+  return done;
+}
+
 static unsigned long long t_rng = 88172645463325252ULL;
 static inline unsigned long long t_next(void) {
   t_rng ^= t_rng << 13;

@@ -92,12 +92,7 @@ static void completes_without_caller(dds_store *s, int64_t total) {
   batch_of(100, 0, idx, B, total);
   dds_request *r = NULL;
   CHECK(dds_get_batch_start(s, "v", out, sizeof out, idx, B, &r));
-  int done = 0;
-  for (int i = 0; i < 3000 && !done; i++) {
-    CHECK(dds_request_test(r, &done));
-    if (!done) usleep(10000);
-  }
-  EXPECT(done == 1);
+  EXPECT(t_poll_done(r) == 1);
   EXPECT(dds_request_wait(r) == DDS_OK);
   EXPECT(t_rows_ok(out, B, ELEMS, ITEM, 5, idx, 0));
 }

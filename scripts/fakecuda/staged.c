@@ -1,6 +1,5 @@
 /* Staged GPU paths against the stand-in driver (scripts/fake-cuda-check.sh). */
 #include <dlfcn.h>
-#include <unistd.h>
 #include "common.h"
 void *fake_dev_alloc(size_t n);
 void fake_dev_write(void *dst, const void *src, size_t n);
@@ -60,11 +59,7 @@ static void requests(dds_store *s, void *db, char *bb, const int64_t *idx, long 
   fake_dev_write(db, bb, n);
   dds_request *rq = NULL;
   CHECK(dds_get_batch_start(s, "v", db, n, idx, 2 * total, &rq));
-  int done = 0;
-  while (!done) {
-    CHECK(dds_request_test(rq, &done));
-    if (!done) usleep(100);
-  }
+  EXPECT(t_poll_done(rq) == 1);
   fake_dev_read(bb, db, n);
   int untouched = 1;
   for (size_t i = 0; i < n; i++) untouched &= bb[i] == 0;
