@@ -29,7 +29,7 @@ export UCX_TLS ?= self,sm
 # the system MPI (the binary wheel expects a library Debian does not ship).
 VENV ?= $(CURDIR)/.venv
 
-.PHONY: all deps build header install test test-rust test-c test-sanitize test-python test-docs docs fuzz bench demo clean
+.PHONY: all deps build header install check test test-rust test-c test-sanitize test-python test-docs docs fuzz bench demo clean
 
 # Seconds each fuzz target runs in `make test` (`make fuzz` defaults to 60).
 FUZZ_SECONDS ?= 30
@@ -76,6 +76,22 @@ install-test-prefix:
 lint:
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
+
+# The quick tier (CONTRIBUTING.md): lint, the Rust unit tests, the C tests
+# labelled `quick` (core programs on 1-2 ranks) and the core Python files on
+# 2 ranks. `make test` stays the complete suite.
+QUICK_PYTEST := test_single.py test_multirank.py test_get_batch.py test_errors.py test_requests.py test_settings.py
+.PHONY: check
+check: deps lint install-test-prefix $(VENV)/.cffi
+	@echo "=== make check (started $$(date -u +%H:%M:%S))"
+	cargo test --release --lib
+	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+	cmake --build $(BUILD)/capi-tests -j 2
+	cd $(BUILD)/capi-tests && ctest -L quick --output-on-failure --timeout 300
+	$(VENV)/bin/python python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null
+	cd python-ctypes && DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so PYTHONPATH=$$PWD timeout 600 \
+	    mpiexec -n 2 $(VENV)/bin/python -m pytest -p no:cacheprovider -q $(addprefix tests/,$(QUICK_PYTEST))
+	@echo "=== make check passed ($$(date -u +%H:%M:%S))"
 
 test-rust: lint
 	cargo test --release --workspace
