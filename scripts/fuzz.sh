@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a bounded time (FUZZ_SECONDS each, default
-# 60), starting from fuzz/seeds/<target> where it exists. cargo-fuzz needs
+# 60), starting from the committed corpus in fuzz/seeds/<target> (replayed
+# first: every input that ever found new coverage). cargo-fuzz needs
 # nightly features; RUSTC_BOOTSTRAP=1 enables them on the stable toolchain (the address-sanitizer runtime ships with it).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
