@@ -75,6 +75,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_CALL_ADD_RAGGED = 7
   integer(c_int32_t), parameter, public :: DDS_CALL_GET_RAGGED_BATCH = 8
   integer(c_int32_t), parameter, public :: DDS_CALL_RAGGED_LENGTHS = 9
+  integer(c_int32_t), parameter, public :: DDS_CALL_GET_BATCH_START = 10
   integer(c_int32_t), parameter, public :: DDS_GPU_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
   integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
