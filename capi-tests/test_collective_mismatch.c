@@ -8,7 +8,7 @@
  *
  * Which calls are collective depends on the store (DDS_TEST_METHOD,
  * DDSTORE_BATCH_MODE): the reads only in the method-0 collective batch
- * mode. dds_add and dds_init are one collective call (a rank may pass data
+ * mode, dds_wait_extras only for method-2 cores. dds_add and dds_init are one collective call (a rank may pass data
  * or zero-fill), so that pair is not a mismatch and is left out; so are
  * dds_get_batch_stream and dds_get_ragged, which are dds_get_batch and
  * dds_get_ragged_batch. A hang fails the test through an alarm. */
@@ -26,6 +26,7 @@ enum call {
   C_EPOCH_BEGIN,
   C_EPOCH_END,
   C_DESTROY,
+  C_WAIT_EXTRAS,
   C_GET_BATCH,
   C_GET_BATCH_START,
   C_GET_RAGGED_BATCH,
@@ -35,12 +36,12 @@ enum call {
 
 static const char *entry[N_CALLS] = {
     "dds_add",         "dds_init",      "dds_add_ragged",      "dds_remove",
-    "dds_epoch_begin", "dds_epoch_end", "dds_destroy",         "dds_get_batch",
+    "dds_epoch_begin", "dds_epoch_end", "dds_destroy",         "dds_wait_extras", "dds_get_batch",
     "dds_get_batch_start", "dds_get_ragged_batch", "dds_ragged_lengths",
 };
 
 /* Calls that name a variable, and of which family (fixed rows, ragged, a new name). */
-static int names_var(int c) { return c != C_EPOCH_BEGIN && c != C_EPOCH_END && c != C_DESTROY; }
+static int names_var(int c) { return c != C_EPOCH_BEGIN && c != C_EPOCH_END && c != C_DESTROY && c != C_WAIT_EXTRAS; }
 static int is_read(int c) { return c >= C_GET_BATCH; }
 static int is_ragged(int c) { return c == C_GET_RAGGED_BATCH || c == C_RAGGED_LENGTHS; }
 static int registers(int c) { return c == C_ADD || c == C_INIT || c == C_ADD_RAGGED; }
@@ -77,6 +78,7 @@ static dds_status make_call(dds_store *s, int c, const char *name) {
     case C_EPOCH_BEGIN: return dds_epoch_begin(s);
     case C_EPOCH_END: return dds_epoch_end(s);
     case C_DESTROY: return dds_destroy(s);
+    case C_WAIT_EXTRAS: return dds_wait_extras(s, 0, 0);
     case C_GET_BATCH: return dds_get_batch(s, name, out, 2 * ELEMS * 8, idx, 2);
     case C_GET_BATCH_START:
       st = dds_get_batch_start(s, name, out, 2 * ELEMS * 8, idx, 2, &req);
@@ -126,6 +128,7 @@ int main(int argc, char **argv) {
   for (int a = 0; a < N_CALLS; a++) {
     for (int b = 0; b < N_CALLS; b++) {
       if (!collective_reads && (is_read(a) || is_read(b))) continue; /* local calls: no pair */
+      if (t_method() != 2 && (a == C_WAIT_EXTRAS || b == C_WAIT_EXTRAS)) continue; /* method-2 cores only */
       if ((a == C_ADD && b == C_INIT) || (a == C_INIT && b == C_ADD)) continue; /* one call */
       for (int same = 0; same < 2; same++) {
         if (a == b && (same || !names_var(a))) continue; /* the same call on the same variable matches */
