@@ -250,6 +250,10 @@ static void test_options(void) {
   if (t_size > 1) {
     o.batch_mode = t_rank == 0 ? DDS_BATCH_ONESIDED : DDS_BATCH_COLLECTIVE;
     EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s), DDS_ERR_INVALID_ARGUMENT, "batch mode differs");
+    /* The message names where the mode comes from, the ranks and the modes by name. */
+    EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s), DDS_ERR_INVALID_ARGUMENT,
+               "batch mode differs across ranks (DDSTORE_BATCH_MODE or options.batch_mode): rank 0 has onesided, "
+               "rank 1 has collective");
   }
   /* A caller built before batch_mode: its struct ends before the field,
    * whatever lies there is ignored, and the environment decides. */

@@ -185,6 +185,40 @@ static void handle_errors(void) {
   EXPECT(strcmp(dds_status_string(999), "DDS_ERR_UNKNOWN_STATUS") == 0);
 }
 
+/* A handle of one kind passed as another (issue 35): refused with
+ * DDS_ERR_INVALID_ARGUMENT naming the kind expected, never acted on, live
+ * or not. No two handles are equal, whatever their kind. */
+static void handle_kinds(void) {
+  dds_store *s = make_store();
+  double rows[2 * ELEMS], row[ELEMS];
+  int64_t idx[2] = {0, 1};
+  dds_request *req = NULL;
+  CHECK(dds_get_batch_start(s, "v", rows, sizeof rows, idx, 2, &req));
+  EXPECT((void *)req != (void *)s);
+  dds_store *as_store = (dds_store *)req;
+  dds_request *as_req = (dds_request *)s;
+  const char *not_store = "is a request handle (dds_request *), not a store handle (dds_store *)";
+  const char *not_req = "is a store handle (dds_store *), not a request handle (dds_request *)";
+  dds_var_info info;
+  info.struct_size = sizeof info;
+  EXPECT_ERR(dds_info(as_store, "v", &info), DDS_ERR_INVALID_ARGUMENT, not_store);
+  EXPECT_ERR(dds_get(as_store, "v", row, sizeof row, 0, 1), DDS_ERR_INVALID_ARGUMENT, not_store);
+  EXPECT_ERR(dds_destroy(as_store), DDS_ERR_INVALID_ARGUMENT, not_store);
+  EXPECT_ERR(dds_epoch_begin(as_store), DDS_ERR_INVALID_ARGUMENT, not_store);
+  int done = 0;
+  EXPECT_ERR(dds_request_test(as_req, &done), DDS_ERR_INVALID_ARGUMENT, not_req);
+  EXPECT_ERR(dds_request_wait(as_req), DDS_ERR_INVALID_ARGUMENT, not_req);
+  EXPECT_ERR(dds_request_free(as_req), DDS_ERR_INVALID_ARGUMENT, not_req);
+  /* Both still work as what they are. */
+  CHECK(dds_request_wait(req));
+  EXPECT(t_rows_ok(rows, 2, ELEMS, 8, 1, idx, 0));
+  CHECK(dds_info(s, "v", &info));
+  /* A request already waited for is still not a store, nor a store a request. */
+  EXPECT_ERR(dds_info(as_store, "v", &info), DDS_ERR_INVALID_ARGUMENT, not_store);
+  CHECK(dds_destroy(s));
+  EXPECT_ERR(dds_request_wait(as_req), DDS_ERR_INVALID_ARGUMENT, not_req);
+}
+
 static void register_errors(dds_store *s) {
   double buf[4 * 4];
   char longname[300];
@@ -368,6 +402,7 @@ int main(int argc, char **argv) {
   t_init(&argc, &argv);
   create_errors();
   handle_errors();
+  handle_kinds();
   dds_store *s = make_store();
   register_errors(s);
   expect_intact(s);

@@ -24,6 +24,8 @@ program test_fortran_errors
   real(c_double), allocatable :: mine(:, :), row2(:, :), two(:, :), bad2(:, :), flat(:)
   real(c_float) :: frow(8)
   real(c_double), target :: big(ELEMS, 6)
+  real(c_float), target :: fstart(8)
+  type(dds_request_t) :: req
   integer(c_int64_t), allocatable :: idx(:)
   integer(c_int64_t) :: total, first, g
   integer :: rank, nranks, ierr, st, passed, failed, sums(2)
@@ -173,6 +175,18 @@ program test_fortran_errors
     call expect_err(st, DDS_ERR_UNKNOWN_VARIABLE, "rank 0: dds_get_batch: no variable named 'nope'", &
                     'batch failing because rank 0 named nothing, with its cause')
   end if
+  ! The same through dds_get_batch_start: rank 0 stands in for that call
+  ! (DDS_CALL_GET_BATCH_START), so every rank fails with rank 0's cause
+  ! rather than a collective call mismatch (issue 35).
+  if (rank == 0) then
+    call dds_get_batch_start(store, 'v', fstart, idx(1:1), req, status=st)
+    call expect_err(st, DDS_ERR_MISMATCH, 'real(c_float)', 'batch start into real(c_float) on rank 0')
+  else
+    call dds_get_batch_start(store, 'v', big(:, 1:2), idx, req, status=st)
+    call expect_err(st, DDS_ERR_MISMATCH, "rank 0: dds_get_batch_start: variable 'v' holds 8-byte items", &
+                    'batch start failing because rank 0 is wrong, with its cause')
+  end if
+
   if (rank == 0) then
     call dds_get_batch(store, 'v', bad2, idx, status=st)
     call expect_err(st, DDS_ERR_MISMATCH, 'first extent', 'batch into A(2, rows) on rank 0')

@@ -166,6 +166,38 @@ int main(int argc, char **argv) {
   CHECK(dds_destroy(s));
   unsetenv("DDSTORE_MPI_PROGRESS");
 
+  /* Settings the ranks agree on are reported as agreed, the same on every
+   * rank and as dds_info has it (issue 35): node-local copies turned off on
+   * the last rank only are off everywhere. */
+  if (t_size > 1) {
+    for (int method = 0; method <= 1; method++) {
+      set("DDSTORE_NODE_LOCAL", t_rank == t_size - 1 ? "0" : NULL);
+      CHECK(dds_options_init(&o));
+      o.method = method;
+      CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));
+      got = report(s, &rc);
+      EXPECT(rc == DDS_OK && got.node_local == 0);
+      double rows[2] = {1, 2};
+      CHECK(dds_add(s, "v", rows, sizeof rows, 2, 1, 8));
+      dds_var_info info;
+      info.struct_size = sizeof info;
+      CHECK(dds_info(s, "v", &info));
+      EXPECT(info.node_local == got.node_local);
+      CHECK(dds_destroy(s));
+    }
+    unsetenv("DDSTORE_NODE_LOCAL");
+    /* The progress thread (method 0) on some ranks only: refused on every
+     * rank, naming the variable, the ranks and their values. */
+    set("DDSTORE_MPI_PROGRESS", t_rank == t_size - 1 ? "1" : NULL);
+    CHECK(dds_options_init(&o));
+    char want[128];
+    snprintf(want, sizeof want, "rank 0 has 0 (off), rank %d has 1 (on)", t_size - 1);
+    EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s), DDS_ERR_INVALID_ARGUMENT, want);
+    EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s), DDS_ERR_INVALID_ARGUMENT,
+               "DDSTORE_MPI_PROGRESS differs across ranks");
+    unsetenv("DDSTORE_MPI_PROGRESS");
+  }
+
   /* Bad arguments: NULL out, unsized out, a destroyed handle. */
   EXPECT_ERR(dds_store_settings(NULL, NULL), DDS_ERR_INVALID_ARGUMENT, "out is NULL");
   got.struct_size = sizeof got - 1;

@@ -75,6 +75,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_CALL_ADD_RAGGED = 7
   integer(c_int32_t), parameter, public :: DDS_CALL_GET_RAGGED_BATCH = 8
   integer(c_int32_t), parameter, public :: DDS_CALL_RAGGED_LENGTHS = 9
+  integer(c_int32_t), parameter, public :: DDS_CALL_GET_BATCH_START = 10
   integer(c_int32_t), parameter, public :: DDS_GPU_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
   integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
@@ -994,7 +995,7 @@ contains
       call finish(st, status, rows_note=.true.)
     else
       ! Every rank fails together, learning this rank's cause.
-      st = c_dds_fail_collective(store%handle, DDS_CALL_GET_BATCH, c_chars(name), int(local_st, c_int32_t), &
+      st = c_dds_fail_collective(store%handle, DDS_CALL_GET_BATCH_START, c_chars(name), int(local_st, c_int32_t), &
                                  c_chars(msg))
       if (st == local_st) then
         call finish(st, status, msg)          ! our own explanation, without the rank prefix

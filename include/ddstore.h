@@ -71,6 +71,10 @@
 // the method-0 collective batch mode).
 #define DDS_CALL_RAGGED_LENGTHS 9
 
+// `dds_fail_collective`: the call is `dds_get_batch_start` (collective in
+// the method-0 collective batch mode).
+#define DDS_CALL_GET_BATCH_START 10
+
 // `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 #define DDS_GPU_ENV -1
 

@@ -381,7 +381,7 @@ class Store {
     std::optional<Error> err;
     VarInfo v = try_typed_info<T>(name, "dds_get_batch_start", err);
     const bool ok = !err || (err->status() == DDS_ERR_MISMATCH && n == 0);
-    if (!ok) fail_collective(DDS_CALL_GET_BATCH, name, *err);
+    if (!ok) fail_collective(DDS_CALL_GET_BATCH_START, name, *err);
     return get_batch_start_raw(name, dst, n > 0 ? detail::bytes_of(n, static_cast<std::size_t>(v.row_bytes)) : 0, idx, n);
   }
 
@@ -390,7 +390,7 @@ class Store {
     static_assert(!std::is_const_v<T>, "ddstore: get_batch_start needs a writable destination");
     std::optional<Error> err;
     VarInfo v = try_typed_info<T>(name, "dds_get_batch_start", err);
-    if (err && !(err->status() == DDS_ERR_MISMATCH && idx.empty())) fail_collective(DDS_CALL_GET_BATCH, name, *err);
+    if (err && !(err->status() == DDS_ERR_MISMATCH && idx.empty())) fail_collective(DDS_CALL_GET_BATCH_START, name, *err);
     dst.resize(static_cast<std::size_t>(idx.size()) * static_cast<std::size_t>(v.row_elems));
     return get_batch_start_raw(name, dst.data(), dst.size() * sizeof(T), idx.data(), static_cast<int64_t>(idx.size()));
   }

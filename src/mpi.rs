@@ -632,20 +632,24 @@ pub fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
     if root == comm.size() {
         return local;
     }
+    Err(share_error(comm, root, local.err().as_ref())?)
+}
+
+/// Collective: every rank learns rank `root`'s error (`mine` on `root`),
+/// as "rank R: message" with R's kind. The message is truncated to 1 KiB.
+pub fn share_error(comm: &Comm, root: usize, mine: Option<&Error>) -> Result<Error> {
     // 4 bytes of kind, then the message (truncated to fit).
     let mut buf = vec![0u8; 1024];
-    if let Err(e) = &local {
-        if comm.rank() == root {
-            buf[..4].copy_from_slice(&(e.kind as i32).to_le_bytes());
-            let msg = e.msg.as_bytes();
-            let n = msg.len().min(buf.len() - 4);
-            buf[4..4 + n].copy_from_slice(&msg[..n]);
-        }
+    if let Some(e) = mine.filter(|_| comm.rank() == root) {
+        buf[..4].copy_from_slice(&(e.kind as i32).to_le_bytes());
+        let msg = e.msg.as_bytes();
+        let n = msg.len().min(buf.len() - 4);
+        buf[4..4 + n].copy_from_slice(&msg[..n]);
     }
     comm.bcast(&mut buf, root)?;
     let kind = Kind::from_code(i32::from_le_bytes(buf[..4].try_into().unwrap()));
     let end = buf[4..].iter().position(|&b| b == 0).map_or(buf.len(), |i| i + 4);
-    Err(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
+    Ok(Error::new(kind, format!("rank {root}: {}", String::from_utf8_lossy(&buf[4..end]))))
 }
 
 impl Drop for Comm {

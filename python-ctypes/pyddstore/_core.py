@@ -15,8 +15,8 @@ from . import _args, _lib, _ragged, _requests
 from ._args import I32
 from ._buffers import HOST_DTYPES, address, device_pointer, extract, stream_of
 from ._errors import (
-    DDS_ERR_INVALID_ARGUMENT, ArgumentTypeError, BadStateError, GPUBufferError,
-    InvalidArgumentError, MismatchError, error_for,
+    ArgumentTypeError, BadStateError, GPUBufferError,
+    InvalidArgumentError, MismatchError, error_for, collective_message, collective_status,
 )
 
 # What a store remembers about a variable: they never change once registered.
@@ -219,14 +219,19 @@ class PyDDStore:
         """Takes part in collective `call` (_lib.DDS_CALL_*) as a failing rank,
         after `exc` was raised here before the C call: every rank then fails
         with this rank's status and message (the lowest failing rank's, when
-        several fail), instead of the others waiting in the collective."""
+        several fail), instead of the others waiting in the collective.
+        Raises that agreed error here too, so every rank raises the same
+        class with the same message."""
         h = self._h
         if h is None:
             return
-        status = getattr(exc, "status", None) or DDS_ERR_INVALID_ARGUMENT
-        message = (str(exc) or type(exc).__name__).encode("utf-8", "replace").replace(b"\0", b"?")
+        status = collective_status(exc)
+        message = collective_message(exc).encode("utf-8", "replace").replace(b"\0", b"?")
         cname = _args.safe_cname(name)
-        self._lib.dds_fail_collective(h, call, _NULL if cname is None else cname, status, message)
+        rc = self._lib.dds_fail_collective(h, call, _NULL if cname is None else cname, status, message)
+        if rc:
+            # What every rank raises: the lowest failing rank's class and message.
+            raise error_for(rc, _lib.last_error(self._lib)) from exc
 
     def _itemsize_check(self, var, name, itemsize):
         if itemsize != var.itemsize:
@@ -391,7 +396,7 @@ class PyDDStore:
             self._py_gets += 1
             self._py_get += _perf() - t0
 
-    def _batch_args(self, name, arr, indices):
+    def _batch_args(self, name, arr, indices, call=None):
         """The checked arguments of get_batch and get_batch_async: (var, ptr,
         nbytes, iptr, n, stream, idx), where stream is None for a host `arr`
         and idx is the int64 array iptr points into (a request keeps it
@@ -432,7 +437,7 @@ class PyDDStore:
                 raise InvalidArgumentError(f"arr has {rows} rows but {n} indices were given")
         except Exception as exc:
             if self._collective():
-                self._fail_collective(_lib.DDS_CALL_GET_BATCH, name, exc)
+                self._fail_collective(_lib.DDS_CALL_GET_BATCH if call is None else call, name, exc)
             raise
         return var, ptr, nbytes, iptr, n, stream, idx
 

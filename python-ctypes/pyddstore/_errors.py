@@ -6,6 +6,8 @@ DDStore (``except IndexError``, ``except ValueError``, ...) keeps working and
 new code can catch everything from this package with one clause.
 """
 
+import re
+
 # Status codes of the C API (dds_status in include/ddstore.h).
 DDS_OK = 0
 DDS_ERR_INVALID_ARGUMENT = 1
@@ -123,8 +125,36 @@ BY_STATUS = {
 }
 
 
+# Errors detected in Python that fail a collective call on every rank
+# (dds_fail_collective): the failing rank's message starts with the class
+# name, so every rank raises the same class (error_for).
+PY_DETECTED = {cls.__name__: cls for cls in (UnsupportedDtypeError, ArgumentTypeError, GPUBufferError)}
+PY_STATUS = {UnsupportedDtypeError: DDS_ERR_UNSUPPORTED, GPUBufferError: DDS_ERR_GPU}
+
+
+def collective_message(exc):
+    """What a rank that failed `exc` before a collective call tells the
+    others: its message, led by its class when Python detected it."""
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ in PY_DETECTED else text
+
+
+def collective_status(exc):
+    """The status a rank that failed `exc` before a collective call
+    contributes (the library's own for its classes)."""
+    return getattr(exc, "status", None) or PY_STATUS.get(type(exc)) or DDS_ERR_INVALID_ARGUMENT
+
+
+_LED_BY_CLASS = re.compile(r"^\w+: rank \d+: (\w+): ")
+
+
 def error_for(status, message):
-    """The exception for a failed C call (an unknown code becomes InternalError)."""
+    """The exception for a failed C call (an unknown code becomes InternalError).
+    A collective failed by a rank's Python-side check raises that check's
+    class on every rank."""
+    led = _LED_BY_CLASS.match(message)
+    if led and led.group(1) in PY_DETECTED:
+        return PY_DETECTED[led.group(1)](message)
     cls = BY_STATUS.get(status)
     if cls is None:
         exc = InternalError(f"{message} (unknown status {status})")

@@ -81,7 +81,7 @@ def start(store, name, arr, indices):
     h = store._h
     if h is None:
         store._handle()  # raises
-    var, ptr, nbytes, iptr, n, _, idx = store._batch_args(name, arr, indices)
+    var, ptr, nbytes, iptr, n, _, idx = store._batch_args(name, arr, indices, _lib.DDS_CALL_GET_BATCH_START)
     out = _ffi.new("dds_request **")
     rc = store._lib.dds_get_batch_start(h, var.cname, ptr, nbytes, iptr, n, out)
     if rc:

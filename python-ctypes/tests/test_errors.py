@@ -294,10 +294,13 @@ def test_add_error_on_one_rank_only(comm, method):
     try:
         store.add("y", arr)
         ck(False, "add with a float16 array on the last rank did not raise")
-    except NotImplementedError:
-        ck(comm.rank == comm.size - 1, "NotImplementedError on a rank whose array was good")
+    except NotImplementedError as exc:
+        # Every rank raises the failing rank's kind (DDStore 3.0's
+        # NotImplementedError), naming that rank (issue 35).
+        ck(isinstance(exc, dds.UnsupportedDtypeError), f"raised {exc!r}, not UnsupportedDtypeError")
+        ck(f"rank {comm.size - 1}" in str(exc), f"message {exc} lacks the failing rank")
     except ValueError as exc:
-        ck(comm.rank != comm.size - 1 and f"rank {comm.size - 1}" in str(exc), f"message {exc} lacks the failing rank")
+        ck(False, f"ValueError {exc!r} where rank {comm.size - 1}'s array was refused as unsupported")
     store.add("y", np.zeros((2, 3), np.float32))  # the name is still free
     ck(store.info("y") == (2 * comm.size, 3, 4), 'store.info("y") == (2 * comm.size, 3, 4)')
     store.free()
@@ -669,3 +672,57 @@ def test_matrix_state(matrix, comm):
     s._vars.pop("nope", None)
     assert str(err).startswith("dds_info: ") or str(err).startswith("dds_get: ")
     m.intact()
+
+
+def test_handle_of_the_wrong_kind_is_refused(comm):
+    """A request handle passed as a store, or a store as a request, is
+    refused naming the kind expected, and neither object is acted on
+    (issue 35)."""
+    s = make_store(comm, 0)
+    s.add("v", np.arange(4 * comm.size, dtype=np.float64).reshape(-1, 1)[4 * comm.rank:4 * comm.rank + 4])
+    out = np.zeros((2, 1), np.float64)
+    req = s.get_batch_async("v", out, np.array([0, 1], np.int64))
+    lib, ffi = s._lib, _lib.ffi
+    as_store = ffi.cast("dds_store *", req._req)
+    as_req = ffi.cast("dds_request *", s._h)
+    assert int(ffi.cast("uintptr_t", as_store)) != int(ffi.cast("uintptr_t", s._h))
+    info = ffi.new("dds_var_info *")
+    info.struct_size = ffi.sizeof("dds_var_info")
+    ck = RankChecks(comm)
+    for call, what in ((lambda: lib.dds_info(as_store, b"v", info), "not a store handle (dds_store *)"),
+                       (lambda: lib.dds_destroy(as_store), "not a store handle (dds_store *)"),
+                       (lambda: lib.dds_request_wait(as_req), "not a request handle (dds_request *)")):
+        rc = call()
+        msg = _lib.last_error(lib)
+        ck(rc == _errors.DDS_ERR_INVALID_ARGUMENT and what in msg, f"{rc} {msg!r}; expected {what!r}")
+    req.wait()
+    ck(list(out[:, 0]) == [0.0, 1.0], f"read {out[:, 0]}")
+    ck(s.info("v")[0] == 4 * comm.size, "the store is still there")
+    s.free()
+    ck.done()
+
+
+def test_mismatched_collective_calls_fail_on_every_rank(comm):
+    """Method 0, collective mode: get_batch on rank 0 against get_batch_async
+    on the others fails on every rank naming both calls, and the store
+    stays usable (issue 35; the C table is test_collective_mismatch)."""
+    if comm.size < 2:
+        pytest.skip("needs two ranks")
+    s = make_store(comm, 0, batch_mode="collective")
+    s.add("v", np.zeros((2, 1), np.float64))
+    out = np.zeros((1, 1), np.float64)
+    idx = np.array([0], np.int64)
+    ck = RankChecks(comm)
+    try:
+        if comm.rank == 0:
+            s.get_batch("v", out, idx)
+        else:
+            s.get_batch_async("v", out, idx).wait()
+        ck(False, "no error")
+    except dds.InvalidArgumentError as exc:
+        others = "rank 1" if comm.size == 2 else f"ranks 1-{comm.size - 1}"
+        ck(f"collective call mismatch: rank 0 is in dds_get_batch('v'), {others} in dds_get_batch_start('v')"
+           in str(exc), str(exc))
+    s.get_batch("v", out, idx)
+    s.free()
+    ck.done()

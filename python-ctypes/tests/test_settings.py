@@ -142,3 +142,22 @@ def test_handshake_dir_default_comes_from_the_library(clean_env):
     assert _handshake_dir("/elsewhere") == "/elsewhere"
     del os.environ["DDSTORE_HANDSHAKE_DIR"]
     assert _handshake_dir(None) == "./ddstore_hs"
+
+
+def test_node_local_off_on_one_rank_is_reported_everywhere(clean_env):
+    """Settings the ranks agree on are reported as agreed (issue 35):
+    DDSTORE_NODE_LOCAL=0 on the last rank only turns node-local copies off
+    on every rank, and every rank's settings say so."""
+    if COMM.size < 2:
+        pytest.skip("needs two ranks")
+    for var in RULES:
+        os.environ.pop(var, None)
+    if COMM.rank == COMM.size - 1:
+        os.environ["DDSTORE_NODE_LOCAL"] = "0"
+    for method in [m for m in METHODS if m < 2]:
+        store = dds.PyDDStore(COMM, method=method)
+        try:
+            seen = COMM.allgather(store.settings["node_local"])
+            assert seen == [False] * COMM.size, (method, seen)
+        finally:
+            store.free()

@@ -2,7 +2,10 @@
 //!
 //! Handles are opaque numbers, not pointers: `dds_create` hands out a fresh id
 //! that is never reused, and every call looks it up in a registry. A destroyed
-//! or invented handle is therefore refused, never dereferenced.
+//! or invented handle is therefore refused, never dereferenced. Each kind of
+//! handle (store, request) carries its kind in its top byte and all kinds
+//! draw from one sequence, so no two handles are equal and a handle passed
+//! where another kind is expected is refused by name (`check_kind`).
 //!
 //! Every entry point runs its body through [`guard`], which catches panics
 //! (a panic must not unwind into C), records the error message for
@@ -33,7 +36,7 @@ use types::{dds_status, dds_store};
 
 static STORES: Lazy<RwLock<HashMap<usize, Arc<Store>, BuildIdHasher>>> = Lazy::new(Default::default);
 
-/// Hashes store ids (multiples of 16, handed out in order) by spreading
+/// Hashes handle ids (multiples of 16 under a kind tag, in order) by spreading
 /// their sequence number: every read looks one up, and SipHash's
 /// protection against crafted keys buys nothing for ids we issue.
 #[derive(Default)]
@@ -54,8 +57,46 @@ impl std::hash::Hasher for IdHasher {
 }
 
 type BuildIdHasher = std::hash::BuildHasherDefault<IdHasher>;
-/// Handle ids step by 16 so they look like (and align like) pointers.
+/// The sequence every handle's id comes from (ids step by 16 so they align
+/// like pointers).
 static NEXT_ID: AtomicUsize = AtomicUsize::new(16);
+
+/// The kinds of opaque handle, as tags in a handle's top byte (values no
+/// pointer a program could confuse them with has there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HandleKind {
+    Store = 0x5d,
+    Request = 0x5e,
+}
+
+const KIND_SHIFT: u32 = usize::BITS - 8;
+
+impl HandleKind {
+    /// The C type a handle of this kind has.
+    fn c_type(self) -> &'static str {
+        match self {
+            HandleKind::Store => "store handle (dds_store *)",
+            HandleKind::Request => "request handle (dds_request *)",
+        }
+    }
+}
+
+/// A fresh handle id of `kind`, never handed out before (of any kind).
+pub(crate) fn new_handle(kind: HandleKind) -> usize {
+    NEXT_ID.fetch_add(16, Ordering::Relaxed) | (kind as usize) << KIND_SHIFT
+}
+
+/// Refuses a handle of another known kind than `want` (DDS_ERR_INVALID_ARGUMENT,
+/// naming both); other values are left to the registry lookup.
+pub(crate) fn check_kind(h: usize, want: HandleKind) -> Result<()> {
+    let tag = h >> KIND_SHIFT;
+    for other in [HandleKind::Store, HandleKind::Request] {
+        if other != want && tag == other as usize {
+            bail!(InvalidArgument, "handle {h:#x} is a {}, not a {}", other.c_type(), want.c_type());
+        }
+    }
+    Ok(())
+}
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -107,7 +148,7 @@ pub(crate) fn guard(func: &str, body: impl FnOnce() -> Result<()>) -> dds_status
 /// Registers a new store and returns its handle.
 pub(crate) fn register_store(store: Store) -> Result<*mut dds_store> {
     crate::mpi::before_finalize(release_all_before_finalize)?;
-    let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
+    let id = new_handle(HandleKind::Store);
     STORES.write().insert(id, Arc::new(store));
     Ok(id as *mut dds_store)
 }
@@ -131,6 +172,7 @@ pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
     if h.is_null() {
         bail!(InvalidArgument, "store handle is NULL");
     }
+    check_kind(h as usize, HandleKind::Store)?;
     let s = match STORES.read().get(&(h as usize)) {
         Some(s) => s.clone(),
         None => bail!(BadState, "store handle {h:p} is not a live store (destroyed or never created)"),
@@ -139,8 +181,15 @@ pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
     Ok(s)
 }
 
+/// The live store `h` names, if any, even once MPI_Finalize has begun
+/// (`dds_destroy`'s agreement: `take_store` then reports what is wrong).
+pub(crate) fn peek_store(h: *const dds_store) -> Option<Arc<Store>> {
+    STORES.read().get(&(h as usize)).cloned().filter(|_| check_kind(h as usize, HandleKind::Store).is_ok())
+}
+
 /// Removes a store from the registry (the first step of `dds_destroy`).
 pub(crate) fn take_store(h: *const dds_store) -> Result<Arc<Store>> {
+    check_kind(h as usize, HandleKind::Store)?;
     match STORES.write().remove(&(h as usize)) {
         Some(s) => Ok(s),
         None => bail!(BadState, "store handle {h:p} is not a live store (destroyed twice, or never created)"),

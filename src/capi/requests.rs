@@ -5,14 +5,13 @@
 
 use std::collections::HashMap;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use super::reads::batch_args;
 use super::types::{dds_status, dds_store};
-use super::{guard, store_of};
+use super::{check_kind, guard, new_handle, store_of, HandleKind};
 use crate::error::{bail, Result};
 use crate::store::Request;
 
@@ -23,8 +22,6 @@ pub struct dds_request {
 }
 
 static REQUESTS: Lazy<Mutex<HashMap<usize, Request>>> = Lazy::new(Default::default);
-/// Ids step by 16 (like store handles) and are never reused.
-static NEXT_REQUEST: AtomicUsize = AtomicUsize::new(16);
 
 /// Removes a request from the registry; the caller waits for it outside
 /// the registry's lock (other threads start and test theirs meanwhile).
@@ -32,6 +29,7 @@ fn take(req: *mut dds_request) -> Result<Request> {
     if req.is_null() {
         bail!(InvalidArgument, "request handle is NULL");
     }
+    check_kind(req as usize, HandleKind::Request)?;
     match REQUESTS.lock().remove(&(req as usize)) {
         Some(r) => Ok(r),
         None => bail!(BadState, "request handle {req:p} is not a live request (already waited for or freed)"),
@@ -84,7 +82,7 @@ pub unsafe extern "C" fn dds_get_batch_start(
             Ok((idx, d)) => s.get_batch_start(name, d, dst_bytes, Ok(idx))?,
             Err(e) => s.get_batch_start(name, std::ptr::null_mut(), 0, Err(e))?,
         };
-        let id = NEXT_REQUEST.fetch_add(16, Ordering::Relaxed);
+        let id = new_handle(HandleKind::Request);
         REQUESTS.lock().insert(id, r);
         *req = id as *mut dds_request;
         Ok(())
@@ -101,6 +99,7 @@ pub unsafe extern "C" fn dds_request_test(req: *mut dds_request, done: *mut c_in
         if req.is_null() || done.is_null() {
             bail!(InvalidArgument, "{} is NULL", if req.is_null() { "request handle" } else { "done" });
         }
+        check_kind(req as usize, HandleKind::Request)?;
         let d = match REQUESTS.lock().get(&(req as usize)) {
             Some(r) => r.is_done(),
             None => bail!(BadState, "request handle {req:p} is not a live request (already waited for or freed)"),

@@ -4,11 +4,13 @@ use std::os::raw::{c_char, c_int};
 
 use super::types::{
     dds_options, dds_settings, dds_status, dds_store, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED, DDS_CALL_ADD,
-    DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH, DDS_CALL_GET_RAGGED_BATCH,
-    DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO, DDS_GPU_OFF, DDS_GPU_REQUIRE,
-    DDS_ROLE_CORE, DDS_ROLE_EXTRA, DDS_SETTINGS_PATH_BYTES,
+    DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH, DDS_CALL_GET_BATCH_START,
+    DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO,
+    DDS_GPU_OFF, DDS_GPU_REQUIRE, DDS_ROLE_CORE, DDS_ROLE_EXTRA, DDS_SETTINGS_PATH_BYTES,
 };
-use super::{check_struct_size, guard, name_arg, opt_string, register_store, store_of, take_store, write_sized};
+use super::{
+    check_struct_size, guard, name_arg, opt_string, peek_store, register_store, store_of, take_store, write_sized,
+};
 use crate::config::BatchMode;
 use crate::error::{bail, Error, Kind, Result};
 use crate::store::{Collective, Options, Settings, Store};
@@ -176,6 +178,11 @@ pub unsafe extern "C" fn dds_destroy(store: *mut dds_store) -> dds_status {
         if store.is_null() {
             return Ok(());
         }
+        // Agreed first, while the handle is still live: a mismatch leaves
+        // the store as it was.
+        if let Some(s) = peek_store(store) {
+            s.enter_destroy()?;
+        }
         take_store(store)?.destroy()
     })
 }
@@ -302,22 +309,23 @@ pub unsafe extern "C" fn dds_fail_collective(
     message: *const c_char,
 ) -> dds_status {
     let what = match call {
-        DDS_CALL_ADD => ("dds_add", Collective::Register),
-        DDS_CALL_GET_BATCH => ("dds_get_batch", Collective::GetBatch),
-        DDS_CALL_REMOVE => ("dds_remove", Collective::Remove),
-        DDS_CALL_EPOCH_BEGIN => ("dds_epoch_begin", Collective::EpochBegin),
-        DDS_CALL_EPOCH_END => ("dds_epoch_end", Collective::EpochEnd),
-        DDS_CALL_WAIT_EXTRAS => ("dds_wait_extras", Collective::WaitExtras),
-        DDS_CALL_ADD_RAGGED => ("dds_add_ragged", Collective::RegisterRagged),
-        DDS_CALL_GET_RAGGED_BATCH => ("dds_get_ragged_batch", Collective::RaggedBatch),
-        DDS_CALL_RAGGED_LENGTHS => ("dds_ragged_lengths", Collective::RaggedLengths),
+        DDS_CALL_ADD => Collective::Add,
+        DDS_CALL_GET_BATCH => Collective::GetBatch,
+        DDS_CALL_REMOVE => Collective::Remove,
+        DDS_CALL_EPOCH_BEGIN => Collective::EpochBegin,
+        DDS_CALL_EPOCH_END => Collective::EpochEnd,
+        DDS_CALL_WAIT_EXTRAS => Collective::WaitExtras,
+        DDS_CALL_ADD_RAGGED => Collective::AddRagged,
+        DDS_CALL_GET_RAGGED_BATCH => Collective::GetRaggedBatch,
+        DDS_CALL_RAGGED_LENGTHS => Collective::RaggedLengths,
+        DDS_CALL_GET_BATCH_START => Collective::GetBatchStart,
         _ => {
             return guard("dds_fail_collective", || {
                 bail!(InvalidArgument, "call {call} is not one of the DDS_CALL_* constants")
             })
         }
     };
-    guard(what.0, || {
+    guard(what.entry(), || {
         let s = store_of(store)?;
         // Lossy on purpose: a binding's message may hold anything.
         let text = if message.is_null() {
@@ -334,6 +342,6 @@ pub unsafe extern "C" fn dds_fail_collective(
             ),
         };
         let name = if name.is_null() { "" } else { name_arg(name).unwrap_or("") };
-        s.fail_collective(what.1, name, failure)
+        s.fail_collective(what, name, failure)
     })
 }

@@ -5,7 +5,7 @@ use std::os::raw::{c_char, c_void};
 use super::types::{dds_counters, dds_status, dds_store, dds_var_info};
 use super::{check_struct_size, guard, in_bytes, name_arg, store_of, write_sized};
 use crate::error::{bail, Result};
-use crate::store::Shape;
+use crate::store::{Collective, Shape};
 
 /// Fields of the first versions of the output structs (what an old caller knows).
 /// The first `dds_var_info` (up to `transport`); later fields are optional.
@@ -37,7 +37,7 @@ pub unsafe extern "C" fn dds_init(
             Ok(n) => (n, Ok(Shape { local_rows, row_elems, item_size })),
             Err(e) => ("", Err(e)),
         };
-        s.register(name, shape, None)
+        s.register(Collective::Init, name, shape, None)
     })
 }
 
@@ -79,9 +79,9 @@ pub unsafe extern "C" fn dds_add(
         // Device data is copied to the host first; errors join the collective.
         let staged = checked.and_then(|(n, bytes)| Ok((n, bytes, s.source_to_host(n, data as *const u8, data_bytes)?)));
         match staged {
-            Ok((n, _, Some(host))) => s.register(n, Ok(shape), Some(&host)),
-            Ok((n, bytes, None)) => s.register(n, Ok(shape), Some(bytes)),
-            Err(e) => s.register("", Err(e), None),
+            Ok((n, _, Some(host))) => s.register(Collective::Add, n, Ok(shape), Some(&host)),
+            Ok((n, bytes, None)) => s.register(Collective::Add, n, Ok(shape), Some(bytes)),
+            Err(e) => s.register(Collective::Add, "", Err(e), None),
         }
     })
 }

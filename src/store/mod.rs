@@ -25,6 +25,9 @@ use crate::transport::rma_progress::RmaProgress;
 use crate::transport::{ReadCtx, Transport};
 use crate::var::{Parts, Variable};
 
+mod collective;
+pub use collective::Collective;
+use collective::{enter, NO_PAYLOAD};
 mod split;
 use split::Split;
 mod gpu;
@@ -79,25 +82,6 @@ pub struct Options {
     pub gpu_staging: i32,
     /// `dds_options.batch_mode` (None: `DDSTORE_BATCH_MODE`).
     pub batch_mode: Option<BatchMode>,
-}
-
-/// The collective calls a binding can fail on one rank
-/// (`dds_fail_collective`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Collective {
-    /// `dds_add` or `dds_init`.
-    Register,
-    GetBatch,
-    Remove,
-    EpochBegin,
-    EpochEnd,
-    WaitExtras,
-    /// `dds_add_ragged`.
-    RegisterRagged,
-    /// `dds_get_ragged_batch` / `dds_get_ragged`.
-    RaggedBatch,
-    /// `dds_ragged_lengths`.
-    RaggedLengths,
 }
 
 /// Shape of a variable to register.
@@ -161,7 +145,7 @@ pub struct Store {
 }
 
 /// A cheap fingerprint to check that ranks name the same variable.
-fn fingerprint(name: &str) -> i64 {
+pub(crate) fn fingerprint(name: &str) -> i64 {
     crate::hash::fnv1a(name.as_bytes()) as i64
 }
 
@@ -204,25 +188,8 @@ impl Store {
             let fcfg = fabric_config(&o, &cfg, &gpu);
             Ok((method, o.width as i64, cfg, fcfg, gpu))
         });
-        let (method, width, cfg, fcfg, gpu) = agree(&world, local)?;
-
-        // Settings that must be identical everywhere.
-        let cap = cfg.alltoall_max_bytes as i64;
-        let mut hi = [width, cap, method.code() as i64, cfg.batch_exchange as i64, cfg.batch_mode as i64];
-        let mut lo = hi;
-        world.allreduce_max(&mut hi)?;
-        world.allreduce_min(&mut lo)?;
-        let names = ["width", "DDSTORE_ALLTOALL_MAX_BYTES", "method", "DDSTORE_BATCH_EXCHANGE", "batch mode"];
-        for (i, what) in names.iter().enumerate() {
-            if hi[i] != lo[i] {
-                bail!(
-                    InvalidArgument,
-                    "{what} differs across ranks ({} to {}); it must be the same on every rank",
-                    lo[i],
-                    hi[i]
-                );
-            }
-        }
+        let ((method, width, cfg, fcfg, gpu), _) = enter(&world, Collective::Create, "", local, NO_PAYLOAD)?;
+        check_same_settings(&world, method, width, &cfg)?;
         let comm =
             if width == 0 || width as usize >= world.size() { world } else { world.split_groups(width as usize)? };
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
@@ -291,6 +258,12 @@ impl Store {
         }
     }
 
+    /// The first step of every collective call on this store
+    /// (`collective::enter`, with nothing of the call's own to agree on).
+    pub(crate) fn enter<T>(&self, call: Collective, name: &str, local: Result<T>) -> Result<T> {
+        enter(&self.comm, call, name, local, NO_PAYLOAD).map(|(v, _)| v)
+    }
+
     /// True when `dds_get_batch` needs no matching calls on other ranks:
     /// methods 1 and 2, and method 0 in the one-sided batch mode.
     pub fn batch_is_onesided(&self) -> bool {
@@ -306,8 +279,9 @@ impl Store {
     }
 
     /// Collective: registers `name` with a zero-filled shard (`src` None) or a
-    /// copy of `src`. `shape` is this rank's (possibly invalid) request.
-    pub fn register(&self, name: &str, shape: Result<Shape>, src: Option<&[u8]>) -> Result<()> {
+    /// copy of `src`. `shape` is this rank's (possibly invalid) request;
+    /// `call` is `Add` or `Init` (the entry point, for messages).
+    pub fn register(&self, call: Collective, name: &str, shape: Result<Shape>, src: Option<&[u8]>) -> Result<()> {
         self.check_running()?;
         self.refuse_extra("add or init", name)?;
         self.drain_requests();
@@ -327,14 +301,10 @@ impl Store {
             }
             Ok((s, row_bytes, self.new_shard(bytes as usize, src)?))
         });
-        let agreed = agree(&self.comm, local);
-        if agreed.is_err() {
-            // Every rank has dropped the shard it made (in `agree`): meet, so
-            // that its memory (huge pages, /dev/shm) is free when any rank
-            // returns and, say, retries with less.
-            self.comm.barrier()?;
-        }
-        let (s, row_bytes, shard) = agreed?;
+        // On an error every rank has dropped the shard it made, so its
+        // memory (huge pages, /dev/shm) is free when any rank returns and,
+        // say, retries with less.
+        let (s, row_bytes, shard) = self.enter(call, name, local)?;
         let var = self.build_var(name, name, s, row_bytes, shard)?;
         vars.insert(name.to_string(), var);
         Ok(())
@@ -601,28 +571,27 @@ impl Store {
     fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
-        let (v, idx, rounds) = self.collective_agree(name, local, &mut scratch)?;
+        let (v, idx, rounds) = self.collective_agree(Collective::GetBatch, name, local, &mut scratch)?;
         // SAFETY: dst holds idx.len() rows (checked); scratch is this batch's plan.
         unsafe { self.collective_move(&self.comm, v, idx.len(), rounds, dst, &mut scratch) }
     }
 
     /// The agreement step of a collective batch (every rank calls it with
-    /// its own arguments): plans this rank's rows into `scratch` and returns
-    /// the variable, the indices and the agreed number of rounds, or the
-    /// error every rank returns.
+    /// its own arguments; `call` is the entry point): plans this rank's rows
+    /// into `scratch` and returns the variable, the indices and the agreed
+    /// number of rounds, or the error every rank returns.
     fn collective_agree<'v>(
         &self,
+        call: Collective,
         name: &str,
         local: Result<(&'v Variable, &'v [i64])>,
         scratch: &mut Scratch,
     ) -> Result<(&'v Variable, &'v [i64], i64)> {
-        // One all-reduce settles, in this order: argument errors (the lowest
-        // failing rank's message wins), whether every rank names the same
-        // variable (min of the fingerprint and of its complement), indices
-        // out of range, and the number of rounds (max over ranks, as a min
+        // The call's agreement (`enter`) settles the call, argument errors
+        // and the variable; its payload, indices out of range (the lowest
+        // failing rank) and the number of rounds (max over ranks, as a min
         // of negatives). Every rank sees the same outcome.
         let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
-        let fp = fingerprint(name);
         let range = match &local {
             Ok((v, idx)) => v.check_indices(idx, "its").err(),
             Err(_) => None,
@@ -636,22 +605,13 @@ impl Store {
             }
             _ => exchange::Plan::default(),
         };
-        let mut flags =
-            [if local.is_err() { me } else { p }, fp, !fp, if range.is_some() { me } else { p }, -plan.rounds];
-        self.comm.allreduce_min(&mut flags)?;
-        if flags[0] < p {
-            agree(&self.comm, local)?;
-            bail!(Internal, "dds_get_batch: ranks disagree on the outcome of the argument check");
-        }
-        let (v, idx) = local?;
-        if flags[1] != !flags[2] {
-            bail!(InvalidArgument, "ranks called dds_get_batch on different variables (this rank: '{name}')");
-        }
-        if flags[3] < p {
+        let payload = [if range.is_some() { me } else { p }, -plan.rounds];
+        let ((v, idx), agreed) = enter(&self.comm, call, name, local, payload)?;
+        if agreed[0] < p {
             agree(&self.comm, range.map_or(Ok(()), Err))?;
-            bail!(Internal, "dds_get_batch: ranks disagree on the outcome of the index check");
+            bail!(Internal, "{}: ranks disagree on the outcome of the index check", call.entry());
         }
-        Ok((v, idx, -flags[4]))
+        Ok((v, idx, -agreed[1]))
     }
 
     /// The moving step of a collective batch on `comm` (every rank calls it
@@ -751,7 +711,7 @@ impl Store {
             }
             Ok(())
         });
-        agree(&self.comm, local)?;
+        self.enter(if open { Collective::EpochBegin } else { Collective::EpochEnd }, "", local)?;
         // A rank whose window sync fails must still reach the agreement that
         // replaces the closing barrier, or the others would wait for it.
         let mut synced = Ok(());
@@ -771,19 +731,22 @@ impl Store {
     /// rank's status and message (`dds_fail_collective`). One-sided batches
     /// (methods 1 and 2, method 0 in the one-sided batch mode) are not
     /// collective: the failure is only returned here.
-    pub fn fail_collective(&self, call: Collective, name: &str, failure: Error) -> Result<()> {
+    pub fn fail_collective(self: &Arc<Self>, call: Collective, name: &str, failure: Error) -> Result<()> {
+        let none = std::ptr::null_mut();
         match call {
-            Collective::Register => self.register(name, Err(failure), None),
-            Collective::GetBatch => self.get_batch(name, std::ptr::null_mut(), 0, Err(failure)),
+            Collective::Add | Collective::Init => self.register(call, name, Err(failure), None),
+            Collective::GetBatch => self.get_batch(name, none, 0, Err(failure)),
+            Collective::GetBatchStart => self.get_batch_start(name, none, 0, Err(failure)).map(|_| ()),
             Collective::Remove => self.remove(Err(failure)),
             Collective::EpochBegin => self.epoch(true, Err(failure)),
             Collective::EpochEnd => self.epoch(false, Err(failure)),
             Collective::WaitExtras => self.wait_extras_checked(Err(failure)),
-            Collective::RegisterRagged => self.register_ragged(name, Err(failure), &[], &[]),
-            Collective::RaggedBatch => {
-                self.get_ragged_batch(name, std::ptr::null_mut(), 0, Err(failure), None).map(|_| ())
-            }
+            Collective::AddRagged => self.register_ragged(name, Err(failure), &[], &[]),
+            Collective::GetRaggedBatch => self.get_ragged_batch(name, none, 0, Err(failure), None).map(|_| ()),
             Collective::RaggedLengths => self.ragged_lengths(name, Err(failure)),
+            Collective::Create | Collective::Destroy => {
+                bail!(InvalidArgument, "{} cannot be failed through dds_fail_collective", call.entry())
+            }
         }
     }
 
@@ -810,6 +773,17 @@ impl Store {
         }
     }
 
+    /// The agreement `dds_destroy` makes before it takes a core store's
+    /// handle, so that ranks in another collective call fail it and the
+    /// store stays. None for a method-2 extra member (its destroy is local)
+    /// or once MPI_Finalize has begun (the communicator is gone).
+    pub fn enter_destroy(&self) -> Result<()> {
+        if self.is_extra() || !mpi::running() || mpi::finalize_began() {
+            return Ok(());
+        }
+        self.enter(Collective::Destroy, "", Ok(()))
+    }
+
     /// Collective: releases every variable in name order (the same on every
     /// rank). Method 1 first waits at a barrier, so no peer is still reading
     /// this rank's memory when it is deregistered. After MPI_Finalize only
@@ -834,6 +808,51 @@ impl Store {
         }
         first_err.map_or(Ok(()), Err)
     }
+}
+
+/// Collective over the ranks of `dds_create`: the settings every rank must
+/// share are the same on every rank, or every rank fails with a message
+/// naming the setting, where it comes from, two ranks and their values.
+fn check_same_settings(world: &Comm, method: Method, width: i64, cfg: &Config) -> Result<()> {
+    use crate::config::Exchange;
+    let mode = |v: i64| if v == BatchMode::Onesided as i64 { "onesided" } else { "collective" };
+    let exchange = |v: i64| match v {
+        x if x == Exchange::Alltoallv as i64 => "alltoallv",
+        x if x == Exchange::SendRecv as i64 => "sendrecv",
+        _ => "auto",
+    };
+    let on_off = |v: i64| if v != 0 { "1 (on)" } else { "0 (off)" };
+    // (what, where it comes from, how to show a value)
+    type Show = Box<dyn Fn(i64) -> String>;
+    let settings: [(&str, &str, Show); 6] = [
+        ("width", "options.width", Box::new(|v| v.to_string())),
+        ("DDSTORE_ALLTOALL_MAX_BYTES", "the environment", Box::new(|v| v.to_string())),
+        ("method", "options.method", Box::new(|v| v.to_string())),
+        ("DDSTORE_BATCH_EXCHANGE", "the environment", Box::new(move |v| exchange(v).to_string())),
+        ("batch mode", "DDSTORE_BATCH_MODE or options.batch_mode", Box::new(move |v| mode(v).to_string())),
+        ("DDSTORE_MPI_PROGRESS", "the environment, method 0", Box::new(move |v| on_off(v).to_string())),
+    ];
+    let mine = [
+        width,
+        cfg.alltoall_max_bytes as i64,
+        method.code() as i64,
+        cfg.batch_exchange as i64,
+        cfg.batch_mode as i64,
+        (method == Method::Mpi && cfg.mpi_progress) as i64,
+    ];
+    let all = world.allgather(&mine)?;
+    for (i, (what, source, show)) in settings.iter().enumerate() {
+        if let Some(r) = all.iter().position(|m| m[i] != all[0][i]) {
+            bail!(
+                InvalidArgument,
+                "{what} differs across ranks ({source}): rank 0 has {}, rank {r} has {}; it must be the same on \
+                 every rank",
+                show(all[0][i]),
+                show(all[r][i])
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The fabric settings of a method-1/2 store (or a method-2 extra's reader

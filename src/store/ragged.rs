@@ -26,7 +26,7 @@ use crate::transport::exchange::Scratch;
 use crate::transport::ranges::{self, Range};
 use crate::var::{RaggedIndex, Variable, INDEX_ROW_BYTES};
 
-use super::{validate_shape, Shape, Store};
+use super::{validate_shape, Collective, Shape, Store};
 
 /// The fixed trailing shape of a ragged variable's rows.
 #[derive(Clone, Copy, Debug)]
@@ -117,7 +117,7 @@ impl Store {
             let ishard = self.new_shard(index.len(), Some(&index))?;
             Ok((Shape { local_rows: rows as i64, ..shape }, row_bytes, pshard, ishard))
         });
-        let (pshape, row_bytes, pshard, ishard) = agree(&self.comm, local)?;
+        let (pshape, row_bytes, pshard, ishard) = self.enter(Collective::AddRagged, name, local)?;
         let mut var = self.build_var(name, name, pshape, row_bytes, pshard)?;
         let ishape = Shape { local_rows: lengths.len() as i64, row_elems: 2, item_size: 8 };
         match self.build_var(name, &index_record_name(name), ishape, INDEX_ROW_BYTES, ishard) {
@@ -140,6 +140,7 @@ impl Store {
     /// the MPI lock) for the whole of a collective read.
     fn ragged_entries(
         &self,
+        call: Collective,
         name: &str,
         local: Result<(&Variable, &[i64])>,
         out: &mut Vec<[u64; 2]>,
@@ -157,7 +158,7 @@ impl Store {
             let (ix, idx) = local?;
             return self.entries_onesided(ix, idx, out);
         };
-        let (ix, idx, rounds) = self.collective_agree(name, local, scratch)?;
+        let (ix, idx, rounds) = self.collective_agree(call, name, local, scratch)?;
         // SAFETY: out holds idx.len() index rows; scratch is this batch's plan.
         unsafe { self.collective_move(&self.comm, ix, idx.len(), rounds, dst, scratch) }
     }
@@ -232,7 +233,7 @@ impl Store {
         let mut entries = Vec::new();
         let mut ex = (!self.batch_is_onesided()).then(|| self.exchange.lock());
         let _serial = ex.as_ref().and(self.mpi_lock.as_ref()).map(|m| m.lock());
-        self.ragged_entries(name, local, &mut entries, ex.as_deref_mut())?;
+        self.ragged_entries(Collective::RaggedLengths, name, local, &mut entries, ex.as_deref_mut())?;
         if let Some(l) = lengths {
             for (d, e) in l.iter_mut().zip(&entries) {
                 *d = e[1] as i64;
@@ -318,7 +319,7 @@ impl Store {
         // (without MPI_THREAD_MULTIPLE) throughout, as a fixed-row batch does.
         let mut ex = collective.then(|| self.exchange.lock());
         let _serial = ex.as_ref().and(self.mpi_lock.as_ref()).map(|m| m.lock());
-        self.ragged_entries(name, local, &mut entries, ex.as_deref_mut())?;
+        self.ragged_entries(Collective::GetRaggedBatch, name, local, &mut entries, ex.as_deref_mut())?;
         let (v, idx) = found.expect("ragged_entries fails without a variable");
         let rb = v.row_bytes;
         // Entries come from owners; check them against the owners' shards

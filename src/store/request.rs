@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{Method, Store};
+use super::{Collective, Method, Store};
 use crate::config::RequestPriority;
 use crate::error::{bail, err, Error, Result};
 use crate::gpu::{self, MemKind, Mode};
@@ -315,7 +315,7 @@ impl Store {
             }
         });
         let mut scratch = Scratch::default();
-        let (_, idx, rounds) = self.collective_agree(name, local, &mut scratch)?;
+        let (_, idx, rounds) = self.collective_agree(Collective::GetBatchStart, name, local, &mut scratch)?;
         let (store, name, rows) = (self.clone(), name.to_string(), idx.len());
         drop(vars);
         let job = Box::new(move || {

@@ -52,7 +52,8 @@ impl Store {
             gpu: self.gpu.mode,
             gpu_staging: self.gpu.staging,
             profiling: cfg.profile,
-            node_local: cfg.node_local,
+            // Agreed at create: off when any rank turned it off.
+            node_local: self.node.on,
             mpi_progress: self.mpi_progress.lock().is_some(),
             handshake_dir: match &self.split {
                 Some(s) => s.dir.clone(),

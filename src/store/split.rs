@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{fingerprint, validate_shape, Method, Options, Shape, Store};
+use super::{validate_shape, Collective, Method, Options, Shape, Store};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
 use crate::handshake::{self as hs, Expect, RankRecord, Record};
@@ -392,6 +392,7 @@ impl Store {
             };
             return v.free();
         }
+        let shown = name.as_ref().map_or("", |n| *n);
         let local = name.and_then(|n| {
             if vars.contains_key(n) {
                 Ok(n)
@@ -399,11 +400,7 @@ impl Store {
                 Err(err!(UnknownVariable, "no variable named '{n}' in this store"))
             }
         });
-        let name = agree(&self.comm, local)?;
-        let all = self.comm.allgather(&fingerprint(name))?;
-        if let Some(r) = all.iter().position(|&f| f != all[0]) {
-            bail!(InvalidArgument, "ranks 0 and {r} called dds_remove on different variables (this rank: '{name}')");
-        }
+        let name = self.enter(Collective::Remove, shown, local)?;
         if let Some(sp) = self.split.as_ref().filter(|s| s.is_core()) {
             let local = if self.comm.rank() == 0 { sp.withdraw(name, &vars[name]) } else { Ok(()) };
             agree(&self.comm, local)?;
@@ -447,7 +444,7 @@ impl Store {
             Some(sp) if sp.is_core() => sp,
             _ => bail!(BadState, "dds_wait_extras is only valid for method-2 core members"),
         };
-        let (n, timeout_ms) = agree(&self.comm, local)?;
+        let (n, timeout_ms) = self.enter(Collective::WaitExtras, "", local)?;
         let limit = if timeout_ms < 0 { sp.timeout } else { Duration::from_millis(timeout_ms as u64) };
         let mut seen = 0;
         let res = hs::poll(limit, || {
