@@ -13,7 +13,7 @@
  * within 2.5x of the P = 2 figure (4 + 8 x 64 = 516 bytes): flat in P. The
  * all-gather of DDStore 3.0 (and of libddstore before issue 17) would
  * receive 8 (P - 1) + 8 x (the other ranks' travelling rows), printed next
- * to it for docs/performance.md.
+ * to it for docs/dev/performance.md.
  *
  * One-sided mode: different numbers of calls per rank, calls on one rank
  * only while the others wait in MPI_Barrier, 8 threads per rank reading at

@@ -1,5 +1,5 @@
 //! The layers of the crate, written once, and the test that keeps calls
-//! one way (docs/architecture.md points here): a module may name its own
+//! one way (docs/dev/architecture.md points here): a module may name its own
 //! module and those of lower layers (`crate::x` in any form, `use` or a
 //! path), never a module of its own layer or of one above it.
 
