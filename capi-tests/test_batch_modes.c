@@ -88,7 +88,7 @@ static void test_collective_bytes(void) {
   dds_var_info info = {.struct_size = sizeof info};
   CHECK(dds_info(s, "x", &info));
   /* Which owners this rank copies directly: itself, or (node-local reads on,
-   * one node here) every rank. Other layouts (DDSTORE_NODE_LOCAL_WIDTH) get
+   * one node here) every rank. Other layouts (DDSTORE_TEST_NODE_LOCAL_WIDTH) get
    * only the bounds. */
   const int all_direct = info.node_local && info.node_ranks == t_size;
   const int exact = !info.node_local || all_direct;

@@ -26,7 +26,7 @@ const LAYERS: &[&[&str]] = &[
 /// Uses that run against the table, each with its reason. Keep it short.
 const EXCEPTIONS: &[(&str, &str)] = &[
     // config parses DDSTORE_GPU, DDSTORE_GPU_DIRECT and
-    // DDSTORE_GPU_DIRECT_HOST_IFACE into gpu's option types (gpu::Mode,
+    // DDSTORE_TEST_GPU_DIRECT_HOST_IFACE into gpu's option types (gpu::Mode,
     // gpu::direct::{Direct, Iface}), which live with the code that acts on
     // them; gpu::direct in turn reads config's switch words.
     ("config", "gpu"),
