@@ -208,8 +208,8 @@ demo: deps install-test-prefix
 # The benchmark (2 ranks; about 14 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
 # RSS cannot be reset), the same reads through pyddstore (about 2 minutes),
-# then docs/results.md and docs/results.png. See
-# docs/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
+# then docs/dev/results.md and docs/dev/results.png. See
+# docs/dev/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
 # options to the program (e.g. BENCH_ARGS="--sizes 3072,12800").
 BENCH_ARGS ?=
 # Options of the Python section (python-ctypes/bench/bench.py), e.g. PY_BENCH_ARGS=--quick.
@@ -237,7 +237,7 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -bind-to core -n 2 $(VENV)/bin/python \
 	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
-	    --md docs/results.md --png docs/results.png
+	    --md docs/dev/results.md --png docs/dev/results.png
 
 clean:
 	rm -rf $(BUILD)

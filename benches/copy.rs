@@ -6,7 +6,7 @@
 //! so every row keeps the offsets) and prints GB/s (median of repeats) and
 //! the ratio of each routine's worst offset pair to the best figure of any
 //! routine at that size. `--hot` copies about 512 KiB a side instead (the
-//! rows stay in cache). See docs/performance.md ("Row copies").
+//! rows stay in cache). See docs/dev/performance.md ("Row copies").
 
 use std::hint::black_box;
 use std::time::Instant;

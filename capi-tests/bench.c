@@ -25,7 +25,7 @@
  *
  * One JSON object per line goes to --out (default build/bench/results.jsonl);
  * a table goes to stdout. scripts/bench-report.py turns the file into
- * docs/results.md and docs/results.png. See docs/performance.md. */
+ * docs/dev/results.md and docs/dev/results.png. See docs/dev/performance.md. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>

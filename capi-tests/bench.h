@@ -1,5 +1,5 @@
 /* Shared declarations of the libddstore benchmark (bench.c, bench_floors.c,
- * bench_fabric.c, bench_mem.c). See docs/performance.md for what is measured and why. */
+ * bench_fabric.c, bench_mem.c). See docs/dev/performance.md for what is measured and why. */
 #ifndef DDS_BENCH_H
 #define DDS_BENCH_H
 
@@ -21,7 +21,7 @@ typedef struct bench_fi bench_fi; /* bench_fabric.c */
 /* Destinations of a read: reused (one malloc'd buffer), fresh (malloc per
  * call), registered (dds_register_recv), and reused buffers that start 0, 16
  * or 64 bytes past a page boundary (numpy's large arrays start at +16; the
- * library's copy must not depend on it; docs/performance.md "Row copies"). */
+ * library's copy must not depend on it; docs/dev/performance.md "Row copies"). */
 enum { DEST_REUSED, DEST_FRESH, DEST_REGISTERED, DEST_PAGE0, DEST_PAGE16, DEST_PAGE64, N_DEST };
 extern const char *const DEST_NAME[N_DEST];
 

@@ -270,7 +270,7 @@ int floors_fi_setup(bench_ctx *c, const char *prov, const char *dom) {
   snprintf(f->dom, sizeof f->dom, "%s", info->domain_attr->name);
   info->tx_attr->op_flags = 0; /* no default FI_INJECT, as in the store */
   f->mr_mode = (uint64_t)info->domain_attr->mr_mode;
-  const char *force = getenv("DDSTORE_FABRIC_LOCAL_MR"); /* the store's testing aid, followed here too */
+  const char *force = getenv("DDSTORE_TEST_FABRIC_LOCAL_MR"); /* the store's testing aid, followed here too */
   f->need_local = (f->mr_mode & FI_MR_LOCAL) || (info->mode & FI_LOCAL_MR) || (force && strcmp(force, "0"));
   if (f->mr_mode & FI_MR_RAW) {
     fprintf(stderr, "bench: provider %s@%s uses raw MR keys (FI_MR_RAW), which the fi-read floors do not handle\n",

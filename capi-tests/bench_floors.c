@@ -126,7 +126,7 @@ void floor_mpi_get_flush(bench_ctx *c, void *state, int64_t cursor, int batch, c
 /* Inside one lock_all epoch: every get of the batch, then one MPI_Win_flush
  * per target. (Not MPI_Win_flush_all: in MPICH 4.0.2 ch4:ucx with
  * UCX_TLS=self,sm it returns before the gets have landed when calls follow
- * each other without a barrier; see docs/performance.md.) */
+ * each other without a barrier; see docs/dev/performance.md.) */
 void floor_mpi_get_pipelined(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst) {
   (void)state;
   const int32_t *own = c->own[c->me] + cursor;

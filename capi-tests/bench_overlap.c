@@ -30,7 +30,7 @@
  * rank to one core; plain MPICH `mpiexec` leaves ranks free). Bound, a start
  * wakes its request thread on the caller's core, which the caller is about
  * to leave for its step; free, the wake-up crosses to another core, which
- * costs the caller an inter-processor interrupt (docs/performance.md).
+ * costs the caller an inter-processor interrupt (docs/dev/performance.md).
  * `make bench` runs the figure both ways, then the one-sided row again
  * with UCX_MM_FIFO_SIZE=512 (c-api.md); each record carries the run's
  * UCX settings other than UCX_TLS (`ucx_settings`). */

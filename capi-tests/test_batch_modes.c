@@ -13,7 +13,7 @@
  * within 2.5x of the P = 2 figure (4 + 8 x 64 = 516 bytes): flat in P. The
  * all-gather of DDStore 3.0 (and of libddstore before issue 17) would
  * receive 8 (P - 1) + 8 x (the other ranks' travelling rows), printed next
- * to it for docs/performance.md.
+ * to it for docs/dev/performance.md.
  *
  * One-sided mode: different numbers of calls per rank, calls on one rank
  * only while the others wait in MPI_Barrier, 8 threads per rank reading at
@@ -88,7 +88,7 @@ static void test_collective_bytes(void) {
   dds_var_info info = {.struct_size = sizeof info};
   CHECK(dds_info(s, "x", &info));
   /* Which owners this rank copies directly: itself, or (node-local reads on,
-   * one node here) every rank. Other layouts (DDSTORE_NODE_LOCAL_WIDTH) get
+   * one node here) every rank. Other layouts (DDSTORE_TEST_NODE_LOCAL_WIDTH) get
    * only the bounds. */
   const int all_direct = info.node_local && info.node_ranks == t_size;
   const int exact = !info.node_local || all_direct;

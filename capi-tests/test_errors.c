@@ -50,14 +50,16 @@ static void env_errors(void) {
       {"DDSTORE_READ_TIMEOUT_S", "1e300", "DDSTORE_READ_TIMEOUT_S=\"1e300\" is not a number of seconds in [0, 31536000]"},
       {"DDSTORE_HANDSHAKE_TIMEOUT_S", "1e300", "DDSTORE_HANDSHAKE_TIMEOUT_S=\"1e300\" is not a number of seconds in [0, "},
       {"DDSTORE_MAX_READ_BYTES", "18446744073709551615", "DDSTORE_MAX_READ_BYTES=\"18446744073709551615\" is not a whole number of bytes in [1, 1099511627776]"},
-      {"DDSTORE_NODE_LOCAL_WIDTH", "0", "DDSTORE_NODE_LOCAL_WIDTH=\"0\" is not a whole number of ranks in [1, 2147483647]"},
+      {"DDSTORE_TEST_NODE_LOCAL_WIDTH", "0", "DDSTORE_TEST_NODE_LOCAL_WIDTH=\"0\" is not a whole number of ranks in [1, 2147483647]"},
       /* Any value but "0" used to turn these on. */
       {"DDSTORE_PROFILE", "maybe", "DDSTORE_PROFILE=\"maybe\" is not a switch: use 1/0, on/off, true/false or yes/no"},
-      {"DDSTORE_FABRIC_LOCAL_MR", "2", "DDSTORE_FABRIC_LOCAL_MR=\"2\" is not a switch"},
+      {"DDSTORE_TEST_FABRIC_LOCAL_MR", "2", "DDSTORE_TEST_FABRIC_LOCAL_MR=\"2\" is not a switch"},
       {"DDSTORE_NODE_LOCAL", "enable", "DDSTORE_NODE_LOCAL=\"enable\" is not a switch"},
       {"DDSTORE_GPU_STAGING", "y", "DDSTORE_GPU_STAGING=\"y\" is not a switch"},
       {"DDSTORE_NIC_MAP", "garbage;;=", "DDSTORE_NIC_MAP entry 'garbage' is not nic=cpus"},
       {"DDSTORE_NIC_MAP", "lo=0;=", "DDSTORE_NIC_MAP entry '=' has no NIC name"},
+      /* A testing aid's name from before the DDSTORE_TEST_ prefix. */
+      {"DDSTORE_NODE_LOCAL_WIDTH", "2", "DDSTORE_NODE_LOCAL_WIDTH is no longer read: it is a testing aid now named DDSTORE_TEST_NODE_LOCAL_WIDTH"},
   };
   setenv("FABRIC_IFACE", "lo", 1);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -70,10 +72,10 @@ static void env_errors(void) {
   o.nic_map = NULL;
   /* "off" is off, for every switch. */
   setenv("DDSTORE_PROFILE", "off", 1);
-  setenv("DDSTORE_FABRIC_LOCAL_MR", "OFF", 1);
+  setenv("DDSTORE_TEST_FABRIC_LOCAL_MR", "OFF", 1);
   CHECK(dds_create(comm, NULL, &s));
   unsetenv("DDSTORE_PROFILE");
-  unsetenv("DDSTORE_FABRIC_LOCAL_MR");
+  unsetenv("DDSTORE_TEST_FABRIC_LOCAL_MR");
   double row[2] = {1, 2};
   CHECK(dds_add(s, "p", row, sizeof row, 1, 2, 8));
   CHECK(dds_get(s, "p", row, sizeof row, 0, 1));

@@ -174,15 +174,15 @@ static void test_threads(void) {
 }
 
 /* Registered destinations: reads into slices of a registered pool need no
- * registration (mr_miss unchanged). With DDSTORE_FABRIC_LOCAL_MR=1 the
+ * registration (mr_miss unchanged). With DDSTORE_TEST_FABRIC_LOCAL_MR=1 the
  * store registers destinations as FI_MR_LOCAL providers require; without it
  * (tcp and shm need no local descriptors) mr_miss stays 0 throughout. */
 static void test_registered(int force_local) {
-  if (force_local) setenv("DDSTORE_FABRIC_LOCAL_MR", "1", 1);
+  if (force_local) setenv("DDSTORE_TEST_FABRIC_LOCAL_MR", "1", 1);
   setenv("DDSTORE_PROFILE", "1", 1);
   dds_store *s = make_store();
   unsetenv("DDSTORE_PROFILE");
-  unsetenv("DDSTORE_FABRIC_LOCAL_MR");
+  unsetenv("DDSTORE_TEST_FABRIC_LOCAL_MR");
   int64_t total = rows_per_rank * t_size, idx[8];
   size_t rb = sizeof(double) * ELEMS;
   double *pool = malloc(rb * 64), *other = malloc(rb * 8);

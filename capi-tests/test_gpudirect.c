@@ -1,5 +1,5 @@
 /* The GPUDirect path without a GPU (docs/gpu.md): the testing aid
- * DDSTORE_GPU_DIRECT_HOST_IFACE presents host shards and destinations to the
+ * DDSTORE_TEST_GPU_DIRECT_HOST_IFACE presents host shards and destinations to the
  * provider as memory of a libfabric interface, so the same calls run as for
  * device memory: FI_HMEM in the hints, fi_mr_regattr with the interface,
  * descriptors as FI_MR_HMEM demands, every row (this rank's own too) read
@@ -16,9 +16,9 @@ static const int tag = 31;
 static void set_env(const char *fabric, const char *iface, const char *direct) {
   setenv("DDSTORE_FABRIC", fabric, 1);
   if (iface)
-    setenv("DDSTORE_GPU_DIRECT_HOST_IFACE", iface, 1);
+    setenv("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE", iface, 1);
   else
-    unsetenv("DDSTORE_GPU_DIRECT_HOST_IFACE");
+    unsetenv("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE");
   if (direct)
     setenv("DDSTORE_GPU_DIRECT", direct, 1);
   else

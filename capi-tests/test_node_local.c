@@ -6,7 +6,7 @@
  * a zero-row rank, groups of width 2, repeated and shuffled indices, updates
  * visible after an epoch or a barrier, and no segment left in /dev/shm (or
  * DDSTORE_SHM_DIR, where the segments then live).
- * With DDSTORE_NODE_LOCAL_WIDTH=k (a testing aid) runs of k ranks act as
+ * With DDSTORE_TEST_NODE_LOCAL_WIDTH=k (a testing aid) runs of k ranks act as
  * nodes, and the counters show which rows took which path. */
 #include <dirent.h>
 #include <unistd.h>
@@ -18,10 +18,10 @@ static int node_local_on(void) {
   return !(v && strcmp(v, "0") == 0);
 }
 
-/* DDSTORE_NODE_LOCAL_WIDTH=k (a testing aid) makes runs of k ranks act as
+/* DDSTORE_TEST_NODE_LOCAL_WIDTH=k (a testing aid) makes runs of k ranks act as
  * separate nodes, so rows of other "nodes" go through the transport. */
 static int node_width(void) {
-  const char *v = getenv("DDSTORE_NODE_LOCAL_WIDTH");
+  const char *v = getenv("DDSTORE_TEST_NODE_LOCAL_WIDTH");
   return (v && *v) ? atoi(v) : 0;
 }
 

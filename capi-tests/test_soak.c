@@ -323,7 +323,7 @@ static int main_batches(int count) {
 
 /* Two threads register and unregister the same buffer at once. Afterwards
  * the buffer is unregistered, so the transport must not keep a registration
- * of it either: with DDSTORE_FABRIC_LOCAL_MR=1 (destinations registered as
+ * of it either: with DDSTORE_TEST_FABRIC_LOCAL_MR=1 (destinations registered as
  * FI_MR_LOCAL providers need) a read into it must register it afresh (one
  * mr_miss). A stale registration would outlive the buffer's memory. */
 struct racer {
@@ -363,7 +363,7 @@ static void test_register_race(void) {
   CHECK(dds_get_batch(store, "d2400", buf, rb * 4, idx, 4));
   CHECK(dds_profile(store, "d2400", &c1));
   EXPECT(check_rows(-1, v, buf, idx, 0, 4));
-  const char *lm = getenv("DDSTORE_FABRIC_LOCAL_MR"), *nl = getenv("DDSTORE_NODE_LOCAL");
+  const char *lm = getenv("DDSTORE_TEST_FABRIC_LOCAL_MR"), *nl = getenv("DDSTORE_NODE_LOCAL");
   if (method != 0 && t_size > 1 && lm && strcmp(lm, "1") == 0 && nl && strcmp(nl, "0") == 0) {
     if (c1.mr_miss != c0.mr_miss + 1)
       fprintf(stderr, "rank %d: a read into an unregistered buffer found a registration (mr_miss %llu -> %llu)\n",

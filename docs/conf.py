@@ -105,12 +105,12 @@ def _placeholder_png(width=480, height=48, grey=235):
 # Files that `make bench` generates. Until they exist, the build writes these
 # placeholders (and removes them afterwards), so pages linking to them build.
 ddstore_placeholders = {
-    "results.md": (
+    "dev/results.md": (
         "<!-- ddstore-docs-placeholder: replaced by `make bench` -->\n"
         "# Benchmark results\n\n"
         "No results have been recorded in this tree yet. `make bench` runs the\n"
         "benchmark described in [Performance](performance.md) and writes this\n"
-        "page (`docs/results.md`) and its figure (`docs/results.png`).\n"
+        "page (`docs/dev/results.md`) and its figure (`docs/dev/results.png`).\n"
     ),
-    "results.png": _placeholder_png(),
+    "dev/results.png": _placeholder_png(),
 }

@@ -6,7 +6,7 @@
 #   scripts/bench-mem-huge.sh BENCH OUT.jsonl     (BENCH: the bench program)
 #
 # Needs root (it mounts the tmpfs, and unmounts it in a trap); otherwise it
-# says so and adds nothing (docs/results.md then lists the row as not run).
+# says so and adds nothing (docs/dev/results.md then lists the row as not run).
 set -euo pipefail
 bench=${1:?usage: bench-mem-huge.sh BENCH OUT.jsonl}
 out=${2:?usage: bench-mem-huge.sh BENCH OUT.jsonl}

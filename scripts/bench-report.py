@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Turns the benchmark's JSON lines into docs/results.md and docs/results.png.
+"""Turns the benchmark's JSON lines into docs/dev/results.md and docs/dev/results.png.
 
-    bench-report.py build/bench/results.jsonl --md docs/results.md --png docs/results.png
+    bench-report.py build/bench/results.jsonl --md docs/dev/results.md --png docs/dev/results.png
 
 Input: the records written by capi-tests/bench (`meta`, `skip`, `measure`,
 `end`, `memory`), and with --python those of python-ctypes/bench/bench.py
@@ -11,7 +11,7 @@ commit), the targets with met/missed (single reader thread), one table per
 row size (store next to its floors, with ratios), the reader-thread scaling
 of method 1, the batch sweep and the memory check. The section
 between `<!-- analysis:begin -->` and `<!-- analysis:end -->` of
-docs/performance.md (the hand-written analysis of misses) is copied in.
+docs/dev/performance.md (the hand-written analysis of misses) is copied in.
 Only the standard library is needed for the Markdown; matplotlib for the PNG.
 """
 import argparse
@@ -735,15 +735,15 @@ def markdown(R, perf_md, spread=None, py=None):
           "another core (performance.md, \"Where the time goes\"). "
           "Last, `mpi onesided` once more each way with `UCX_MM_FIFO_SIZE=512` (named in the method column): UCX's "
           "shared-memory receive queues of 512 entries of up to 8 KiB instead of 64, so that an owner that is "
-          "computing most likely answers up to 4 MiB of gets per MPI progress call instead of 512 KiB (c-api.md, "
+          "computing most likely answers up to 4 MiB of gets per MPI progress call instead of 512 KiB (../c-api.md, "
           "\"Overlapping reads with compute\"). "
-          "(capi-tests/bench_overlap.c; see c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
+          "(capi-tests/bench_overlap.c; see ../c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
         + py_overlap_table(py) + [""]
     L += ["## Ragged variables", "",
           "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "
           "batches of 128 random rows of a fixed-row variable (row = the ragged pool's mean sample) in the same "
           "store, compared per byte moved; node-local reads off except `mpi+local`. "
-          "(capi-tests/bench_ragged.c; see [ragged.md](ragged.md).)", ""] + ragged_table(R) + [""]
+          "(capi-tests/bench_ragged.c; see [ragged.md](../ragged.md).)", ""] + ragged_table(R) + [""]
     an = analysis(perf_md)
     if an:
         L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "
@@ -825,9 +825,9 @@ def main():
                     help="JSON lines written by capi-tests/bench; several runs are merged group by group, "
                          "keeping for each group the run with the least CPU taken by other processes")
     ap.add_argument("--python", help="records of python-ctypes/bench/bench.py from the same run (section Python)")
-    ap.add_argument("--md", default="docs/results.md")
-    ap.add_argument("--png", default="docs/results.png")
-    ap.add_argument("--perf-md", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
+    ap.add_argument("--md", default="docs/dev/results.md")
+    ap.add_argument("--png", default="docs/dev/results.png")
+    ap.add_argument("--perf-md", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "dev",
                                                       "performance.md"),
                     help="page whose analysis section is copied into the results")
     args = ap.parse_args()

@@ -30,7 +30,7 @@ fi
 [ -x "$prog" ] || { say "FAIL: no $prog (build capi-tests first)"; exit 1; }
 export FABRIC_IFACE=${FABRIC_IFACE:-lo} FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCKETS_IFACE=${FI_SOCKETS_IFACE:-lo}
 export UCX_TLS=${UCX_TLS:-self,sm}
-unset DDSTORE_NODE_LOCAL DDSTORE_NODE_LOCAL_WIDTH DDSTORE_HUGEPAGES DDSTORE_SHM_DIR
+unset DDSTORE_NODE_LOCAL DDSTORE_TEST_NODE_LOCAL_WIDTH DDSTORE_HUGEPAGES DDSTORE_SHM_DIR
 
 # One run at a time on a machine (vm.nr_hugepages is global): a lock on this
 # script itself, so nothing is left behind.

@@ -2,8 +2,8 @@
  * (cross-memory attach, CMA) of 200 KiB rows from page-aligned rows of this
  * process into a destination 0, 16, 48, 64 or 4000 bytes past a page boundary.
  * It shows how much of the spread across destination offsets of the
- * `fabric:shm` group (docs/results.md) belongs to the kernel, which the
- * library cannot change (docs/performance.md, "Row copies").
+ * `fabric:shm` group (docs/dev/results.md) belongs to the kernel, which the
+ * library cannot change (docs/dev/performance.md, "Row copies").
  *
  *     cc -O2 scripts/cma-offsets.c -o /tmp/cma-offsets && /tmp/cma-offsets
  *

@@ -58,7 +58,7 @@ cases_asan=(
   "test_node_local|"
   "test_node_local|DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_NODE_LOCAL=0"
   "test_soak|DDS_TEST_METHOD=1 DDSTORE_FABRIC=shm $SOAK_SHORT"
-  "test_soak|DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_FABRIC_LOCAL_MR=1 $SOAK_SHORT"
+  "test_soak|DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_TEST_FABRIC_LOCAL_MR=1 $SOAK_SHORT"
   "test_soak|DDS_TEST_METHOD=0 $SOAK_SHORT"
 )
 cases_valgrind=(
@@ -68,7 +68,7 @@ cases_valgrind=(
   "test_lifecycle|DDS_TEST_METHOD=1 DDSTORE_FABRIC=shm"
   "test_fabric|DDSTORE_FABRIC=tcp"
   "test_node_local|"
-  "test_soak|DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_FABRIC_LOCAL_MR=1 $SOAK_TINY"
+  "test_soak|DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_TEST_FABRIC_LOCAL_MR=1 $SOAK_TINY"
   "test_soak|DDS_TEST_METHOD=0 $SOAK_TINY"
 )
 programs=(test_basic test_errors test_lifecycle test_fabric test_node_local test_soak)

@@ -141,8 +141,18 @@ pub const MAX_SECONDS: f64 = 31_536_000.0;
 pub const MAX_TRANSFER_BYTES: u64 = 1 << 40;
 /// Largest `DDSTORE_GPU_STAGING_BYTES` (16 GiB of pinned bounce buffer).
 pub const MAX_STAGING_BYTES: u64 = 1 << 34;
-/// Largest `DDSTORE_NODE_LOCAL_WIDTH` (ranks).
+/// Largest `DDSTORE_TEST_NODE_LOCAL_WIDTH` (ranks).
 pub const MAX_NODE_LOCAL_WIDTH: u64 = i32::MAX as u64;
+
+/// Testing aids that were public settings before they took the
+/// `DDSTORE_TEST_` prefix (old name, new name). Only a test had a reason to
+/// set them, so a job still setting an old name is refused, naming the new
+/// one, rather than silently running without the aid (docs/dev/testing.md).
+pub const RENAMED_TEST_AIDS: [(&str, &str); 3] = [
+    ("DDSTORE_FABRIC_LOCAL_MR", "DDSTORE_TEST_FABRIC_LOCAL_MR"),
+    ("DDSTORE_NODE_LOCAL_WIDTH", "DDSTORE_TEST_NODE_LOCAL_WIDTH"),
+    ("DDSTORE_GPU_DIRECT_HOST_IFACE", "DDSTORE_TEST_GPU_DIRECT_HOST_IFACE"),
+];
 
 /// A snapshot of the environment taken by `dds_create`.
 #[derive(Clone, Debug)]
@@ -171,7 +181,7 @@ pub struct Config {
     pub fabric_iface: Option<String>,
     /// `DDSTORE_NIC_MAP`: `nic=cpus;nic=cpus`.
     pub nic_map: Option<String>,
-    /// `DDSTORE_FABRIC_LOCAL_MR`: register read destinations even when the
+    /// `DDSTORE_TEST_FABRIC_LOCAL_MR`: register read destinations even when the
     /// provider does not need it (a testing aid for the FI_MR_LOCAL path).
     pub fabric_local_mr: bool,
     /// `DDSTORE_PROGRESS_SLEEP_US`: how long the serving progress thread
@@ -187,7 +197,7 @@ pub struct Config {
     /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
     /// straight from their shared-memory shards (default on; `0` turns it off).
     pub node_local: bool,
-    /// `DDSTORE_NODE_LOCAL_WIDTH` (testing aid): treat each run of this many
+    /// `DDSTORE_TEST_NODE_LOCAL_WIDTH` (testing aid): treat each run of this many
     /// consecutive ranks of a node as a node of its own, so one machine can
     /// test stores spread over several "nodes". 0 (default): real nodes.
     pub node_local_width: u64,
@@ -201,7 +211,7 @@ pub struct Config {
     /// `DDSTORE_GPU_DIRECT`: read device buffers in place through FI_HMEM
     /// (auto: where the provider offers it; 1: always, else refuse; 0: never).
     pub gpu_direct: crate::gpu::direct::Direct,
-    /// `DDSTORE_GPU_DIRECT_HOST_IFACE` (testing aid): present host shards and
+    /// `DDSTORE_TEST_GPU_DIRECT_HOST_IFACE` (testing aid): present host shards and
     /// destinations to the provider as memory of this interface, so the
     /// GPUDirect registration path runs without a GPU.
     pub gpu_direct_host_iface: Option<crate::gpu::direct::Iface>,
@@ -218,6 +228,11 @@ impl Config {
     /// Parses from any key lookup (the environment, or a map in tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config> {
         let text = |k: &str| get(k).filter(|v| !v.is_empty());
+        for (old, new) in RENAMED_TEST_AIDS {
+            if text(old).is_some() {
+                bail!(InvalidArgument, "{old} is no longer read: it is a testing aid now named {new} (unset {old})");
+            }
+        }
         Ok(Config {
             alltoall_max_bytes: bytes_in(
                 "DDSTORE_ALLTOALL_MAX_BYTES",
@@ -255,7 +270,7 @@ impl Config {
             fabric: text("DDSTORE_FABRIC"),
             fabric_iface: text("FABRIC_IFACE"),
             nic_map: text("DDSTORE_NIC_MAP"),
-            fabric_local_mr: switch("DDSTORE_FABRIC_LOCAL_MR", text("DDSTORE_FABRIC_LOCAL_MR"), false)?,
+            fabric_local_mr: switch("DDSTORE_TEST_FABRIC_LOCAL_MR", text("DDSTORE_TEST_FABRIC_LOCAL_MR"), false)?,
             progress_sleep_us: micros(
                 "DDSTORE_PROGRESS_SLEEP_US",
                 text("DDSTORE_PROGRESS_SLEEP_US"),
@@ -264,7 +279,7 @@ impl Config {
             mpi_progress: switch("DDSTORE_MPI_PROGRESS", text("DDSTORE_MPI_PROGRESS"), false)?,
             request_priority: request_priority(text("DDSTORE_REQUEST_PRIORITY"))?,
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
-            node_local_width: ranks("DDSTORE_NODE_LOCAL_WIDTH", text("DDSTORE_NODE_LOCAL_WIDTH"))?,
+            node_local_width: ranks("DDSTORE_TEST_NODE_LOCAL_WIDTH", text("DDSTORE_TEST_NODE_LOCAL_WIDTH"))?,
             gpu: match text("DDSTORE_GPU") {
                 None => crate::gpu::Mode::Auto,
                 Some(v) => crate::gpu::Mode::parse(&v)?,
@@ -280,7 +295,7 @@ impl Config {
                 None => crate::gpu::direct::Direct::Auto,
                 Some(v) => crate::gpu::direct::Direct::parse(&v)?,
             },
-            gpu_direct_host_iface: text("DDSTORE_GPU_DIRECT_HOST_IFACE")
+            gpu_direct_host_iface: text("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE")
                 .map(|v| crate::gpu::direct::Iface::parse(&v))
                 .transpose()?,
             segments: Segments {
@@ -389,6 +404,33 @@ mod tests {
     }
 
     #[test]
+    fn renamed_test_aids_are_refused_naming_the_new_name() {
+        for (old, new, value) in [
+            ("DDSTORE_FABRIC_LOCAL_MR", "DDSTORE_TEST_FABRIC_LOCAL_MR", "1"),
+            ("DDSTORE_NODE_LOCAL_WIDTH", "DDSTORE_TEST_NODE_LOCAL_WIDTH", "2"),
+            ("DDSTORE_GPU_DIRECT_HOST_IFACE", "DDSTORE_TEST_GPU_DIRECT_HOST_IFACE", "system"),
+        ] {
+            let e = parse(&[(old, value)]).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::InvalidArgument, "{old}");
+            assert_eq!(e.msg, format!("{old} is no longer read: it is a testing aid now named {new} (unset {old})"));
+            // Also when the new name is set beside it: the old one is not
+            // quietly ignored.
+            assert!(parse(&[(old, value), (new, value)]).is_err(), "{old}");
+            // Empty means unset, as for every setting.
+            assert!(parse(&[(old, "")]).is_ok(), "{old}");
+        }
+        let c = parse(&[
+            ("DDSTORE_TEST_FABRIC_LOCAL_MR", "1"),
+            ("DDSTORE_TEST_NODE_LOCAL_WIDTH", "2"),
+            ("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE", "system"),
+        ])
+        .unwrap();
+        assert!(c.fabric_local_mr);
+        assert_eq!(c.node_local_width, 2);
+        assert!(c.gpu_direct_host_iface.is_some());
+    }
+
+    #[test]
     fn defaults_when_unset_or_empty() {
         let c = parse(&[("DDSTORE_ALLTOALL_MAX_BYTES", "")]).unwrap();
         assert_eq!(c.alltoall_max_bytes, DEFAULT_ALLTOALL_MAX_BYTES);
@@ -431,7 +473,7 @@ mod tests {
         assert_eq!(c.gpu_direct_host_iface, None);
         assert_eq!(parse(&[("DDSTORE_GPU_DIRECT", "off")]).unwrap().gpu_direct, Direct::Off);
         assert_eq!(parse(&[("DDSTORE_GPU_DIRECT", "1")]).unwrap().gpu_direct, Direct::On);
-        let h = parse(&[("DDSTORE_GPU_DIRECT_HOST_IFACE", "System")]).unwrap();
+        let h = parse(&[("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE", "System")]).unwrap();
         assert_eq!(h.gpu_direct_host_iface, Some(Iface::System));
     }
 
@@ -473,7 +515,7 @@ mod tests {
             ("DDSTORE_GPU_STAGING", "2"),
             ("DDSTORE_GPU_STAGING_BYTES", "0"),
             ("DDSTORE_GPU_DIRECT", "2"),
-            ("DDSTORE_GPU_DIRECT_HOST_IFACE", "gpu"),
+            ("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE", "gpu"),
             ("DDSTORE_HUGEPAGES", "on"),
             ("DDSTORE_HUGEPAGES", "required"),
             ("DDSTORE_SHM_DIR", "dev/shm"),
@@ -518,8 +560,8 @@ mod tests {
             ("DDSTORE_MAX_READ_BYTES", "1099511627777", "[1, 1099511627776]"),
             ("DDSTORE_GPU_STAGING_BYTES", "17179869185", "[1, 17179869184]"),
             ("DDSTORE_PROGRESS_SLEEP_US", "1000001", "[1, 1000000]"),
-            ("DDSTORE_NODE_LOCAL_WIDTH", "0", "[1, 2147483647]"),
-            ("DDSTORE_NODE_LOCAL_WIDTH", "2147483648", "[1, 2147483647]"),
+            ("DDSTORE_TEST_NODE_LOCAL_WIDTH", "0", "[1, 2147483647]"),
+            ("DDSTORE_TEST_NODE_LOCAL_WIDTH", "2147483648", "[1, 2147483647]"),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert!(e.msg.contains(k) && e.msg.contains(range), "{k}={v}: {e}");
@@ -531,14 +573,14 @@ mod tests {
             ("DDSTORE_ALLTOALL_MAX_BYTES", "1099511627776"),
             ("DDSTORE_MAX_READ_BYTES", "1"),
             ("DDSTORE_GPU_STAGING_BYTES", "17179869184"),
-            ("DDSTORE_NODE_LOCAL_WIDTH", "2147483647"),
+            ("DDSTORE_TEST_NODE_LOCAL_WIDTH", "2147483647"),
         ])
         .unwrap();
         assert_eq!(c.read_timeout_s, MAX_SECONDS);
         assert_eq!(c.alltoall_max_bytes, MAX_TRANSFER_BYTES);
         assert_eq!(c.node_local_width, i32::MAX as u64);
         // A count of ranks is not called bytes.
-        let e = parse(&[("DDSTORE_NODE_LOCAL_WIDTH", "-1")]).unwrap_err();
+        let e = parse(&[("DDSTORE_TEST_NODE_LOCAL_WIDTH", "-1")]).unwrap_err();
         assert!(e.msg.contains("ranks") && !e.msg.contains("bytes"), "{e}");
     }
 
@@ -550,7 +592,7 @@ mod tests {
         type Get = fn(&Config) -> bool;
         let switches: [(&str, Get); 4] = [
             ("DDSTORE_PROFILE", |c| c.profile),
-            ("DDSTORE_FABRIC_LOCAL_MR", |c| c.fabric_local_mr),
+            ("DDSTORE_TEST_FABRIC_LOCAL_MR", |c| c.fabric_local_mr),
             ("DDSTORE_NODE_LOCAL", |c| c.node_local),
             ("DDSTORE_GPU_STAGING", |c| c.gpu_staging),
         ];

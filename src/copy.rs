@@ -8,7 +8,7 @@
 //! bytes past the source's position in a page (e.g. a page-aligned shard
 //! row into a numpy array, whose data starts 16 bytes past a page). A vector
 //! loop with unaligned loads and aligned stores runs at the same speed at
-//! every alignment. docs/performance.md ("Row copies") has the measured
+//! every alignment. docs/dev/performance.md ("Row copies") has the measured
 //! matrix (`cargo bench --bench copy`) this choice rests on.
 
 /// Below this many bytes glibc's memcpy does not use `rep movsb` on any CPU

@@ -1,5 +1,5 @@
 //! The layers of the crate, written once, and the test that keeps calls
-//! one way (docs/architecture.md points here): a module may name its own
+//! one way (docs/dev/architecture.md points here): a module may name its own
 //! module and those of lower layers (`crate::x` in any form, `use` or a
 //! path), never a module of its own layer or of one above it.
 
@@ -26,7 +26,7 @@ const LAYERS: &[&[&str]] = &[
 /// Uses that run against the table, each with its reason. Keep it short.
 const EXCEPTIONS: &[(&str, &str)] = &[
     // config parses DDSTORE_GPU, DDSTORE_GPU_DIRECT and
-    // DDSTORE_GPU_DIRECT_HOST_IFACE into gpu's option types (gpu::Mode,
+    // DDSTORE_TEST_GPU_DIRECT_HOST_IFACE into gpu's option types (gpu::Mode,
     // gpu::direct::{Direct, Iface}), which live with the code that acts on
     // them; gpu::direct in turn reads config's switch words.
     ("config", "gpu"),

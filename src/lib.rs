@@ -22,7 +22,7 @@
 //!   [`profile`] (counters), [`copy`] (the row copy), [`hash`] (FNV-1a).
 //!
 //! The layers are written once, in src/layering.rs, whose test fails when a
-//! module uses one above it. docs/architecture.md has the map, a read's path
+//! module uses one above it. docs/dev/architecture.md has the map, a read's path
 //! and the one-source lists.
 
 // Only `capi` is the library's interface (the C ABI). The modules marked

@@ -19,12 +19,15 @@
 * C, C++ and Fortran headers under include/: `getenv("...")`.
 
 "Documented" means: named in backticks in the first column of a table row
-in docs/environment.md. A table preceded by the line
-`<!-- env-check: skip -->` is not checked (for variables of other software).
+of docs/environment.md (user settings) or, for the library's testing aids
+(`DDSTORE_TEST_*`) and the old names it refuses, of docs/dev/testing.md. A
+table preceded by the line `<!-- env-check: skip -->` is not checked (for
+variables of other software, or read only by the tests).
 
 The check fails (exit status 1) when a variable read by the code has no row,
-when a row names a variable no code reads, or when a row has an empty
-default or effect column.
+when a row names a variable no code reads, when a variable has rows on both
+pages, when a `DDSTORE_TEST_*` variable is on the user page, or when a row
+has an empty default or effect column.
 """
 
 import argparse
@@ -257,9 +260,14 @@ def documented(md_path):
     return rows, problems
 
 
+# Testing aids: documented on the developer page, never on the user page.
+TEST_AID = re.compile(r"^DDSTORE_TEST_")
+
+
 def check(root, verbose=False):
     root = os.path.abspath(root)
     md = os.path.join(root, "docs", "environment.md")
+    dev_md = os.path.join(root, "docs", "dev", "testing.md")
     reads = {}
     for part in (rust_reads(os.path.join(root, "src")),
                  python_reads(os.path.join(root, "python-ctypes", "pyddstore"), root,
@@ -268,12 +276,20 @@ def check(root, verbose=False):
         for k, v in part.items():
             reads.setdefault(k, set()).update(v)
     rows, problems = documented(md)
-    rel_md = os.path.relpath(md, root)
-    for name in sorted(set(reads) - set(rows)):
-        problems.append(f"{name} is read by {', '.join(sorted(reads[name]))} but has no row in {rel_md}")
-    for name in sorted(set(rows) - set(reads)):
-        problems.append(f"{rel_md}:{rows[name]}: {name} has a row but no code reads it "
-                        f"(src/config.rs, std::env::var, python-ctypes/pyddstore os.environ/os.getenv)")
+    dev_rows, dev_problems = documented(dev_md) if os.path.exists(dev_md) else ({}, [])
+    problems += dev_problems
+    rel_md, rel_dev = os.path.relpath(md, root), os.path.relpath(dev_md, root)
+    for name in sorted(set(rows) & set(dev_rows)):
+        problems.append(f"{rel_md}:{rows[name]}: {name} also has a row in {rel_dev}:{dev_rows[name]}")
+    for name in sorted(n for n in rows if TEST_AID.match(n)):
+        problems.append(f"{rel_md}:{rows[name]}: {name} is a testing aid: its row belongs in {rel_dev}")
+    for name in sorted(set(reads) - set(rows) - set(dev_rows)):
+        where = rel_dev if TEST_AID.match(name) else rel_md
+        problems.append(f"{name} is read by {', '.join(sorted(reads[name]))} but has no row in {where}")
+    for page, page_rows in ((rel_md, rows), (rel_dev, dev_rows)):
+        for name in sorted(set(page_rows) - set(reads)):
+            problems.append(f"{page}:{page_rows[name]}: {name} has a row but no code reads it "
+                            f"(src/config.rs, std::env::var, python-ctypes/pyddstore os.environ/os.getenv)")
     if verbose:
         for name in sorted(reads):
             print(f"  {name:32} {', '.join(sorted(reads[name]))}")
@@ -291,7 +307,8 @@ def main(argv=None):
         print(f"check_env_vars: {p}", file=sys.stderr)
     if problems:
         return 1
-    print(f"check_env_vars: {len(names)} variables, each read by the code and documented in docs/environment.md")
+    print(f"check_env_vars: {len(names)} variables, each read by the code and documented in docs/environment.md "
+          "or, testing aids, docs/dev/testing.md")
     return 0
 
 

@@ -16,7 +16,7 @@ code:
   ``pyddstore`` and its ``PyDDStore`` without starting MPI.
 
 It also writes placeholders for files that a later step generates (``make
-bench`` writes docs/results.md and docs/results.png): a missing one is
+bench`` writes docs/dev/results.md and docs/dev/results.png): a missing one is
 written before the build and removed after it, so the pages that link to
 it build either way and the source tree is left as it was.
 """

@@ -99,6 +99,37 @@ class EnvCheck(unittest.TestCase):
         self.assertEqual(len(problems), 1)
         self.assertIn("DDSTORE_ONLY_IN_TESTS has a row but no code reads it", problems[0])
 
+    def test_testing_aids_belong_on_the_developer_page(self):
+        aid = "DDSTORE_TEST_AID"
+        with tempfile.TemporaryDirectory() as tmp:
+            make_repo(tmp, READ)
+            with open(os.path.join(tmp, "src", "config.rs"), "a") as f:
+                f.write(f'fn aid() {{ text("{aid}"); }}\n')
+            _, problems = check_env_vars.check(tmp)
+            self.assertEqual(len(problems), 1)
+            self.assertIn(f"{aid} is read by", problems[0])
+            self.assertIn("docs/dev/testing.md", problems[0])
+            dev = os.path.join(tmp, "docs", "dev")
+            os.makedirs(dev)
+            with open(os.path.join(dev, "testing.md"), "w") as f:
+                f.write(f"| variable | default | effect |\n|---|---|---|\n| `{aid}` | off | a testing aid |\n")
+            self.assertEqual(check_env_vars.check(tmp)[1], [])
+        # On the user page instead: refused, and so is a row on both pages.
+        with tempfile.TemporaryDirectory() as tmp:
+            make_repo(tmp, READ + [aid])
+            with open(os.path.join(tmp, "src", "config.rs"), "a") as f:
+                f.write(f'fn aid() {{ text("{aid}"); }}\n')
+            _, problems = check_env_vars.check(tmp)
+            self.assertEqual(len(problems), 1)
+            self.assertIn("is a testing aid: its row belongs in docs/dev/testing.md", problems[0])
+            os.makedirs(os.path.join(tmp, "docs", "dev"))
+            with open(os.path.join(tmp, "docs", "dev", "testing.md"), "w") as f:
+                f.write("| variable | default | effect |\n|---|---|---|\n| `DDSTORE_ALPHA` | 1 | x |\n"
+                        "| `DDSTORE_STALE` | 1 | x |\n")
+            _, problems = check_env_vars.check(tmp)
+            self.assertTrue(any("DDSTORE_ALPHA also has a row" in p for p in problems), problems)
+            self.assertTrue(any("DDSTORE_STALE has a row but no code reads it" in p for p in problems), problems)
+
     # (The real repository is checked by check_env_vars.py itself, run by
     # docs/build.sh, and by the Sphinx build.)
 

@@ -26,7 +26,7 @@ Then the fixed cost of one call: `get` of an 8-byte row, node-local
 (method 0), as a median like the rest and as the minimum over many short
 repeats (what remains when the loaded machine leaves the process alone),
 next to the raw cffi call of dds_get with ready arguments (the library's
-own work plus cffi's) -- see docs/performance.md.
+own work plus cffi's) -- see docs/dev/performance.md.
 
 Last, the training loop of capi-tests/bench_overlap.c through pyddstore
 (method 0 collective and method 1 on shm, node-local reads off and on, 3 KiB

@@ -1,4 +1,4 @@
-"""Where the time of one small pyddstore read goes (docs/performance.md,
+"""Where the time of one small pyddstore read goes (docs/dev/performance.md,
 "The Python binding's cost per call").
 
     mpiexec -n 2 python python-ctypes/bench/percall.py [--calls N] [--repeats N]

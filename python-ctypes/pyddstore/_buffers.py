@@ -25,7 +25,7 @@ _cast = ffi.cast
 def pointer(arr):
     """A `void *` to a C-contiguous ndarray's first byte (cffi keeps the array
     alive while the pointer lives). Several times cheaper than
-    ``arr.ctypes.data`` or ``__array_interface__`` (docs/performance.md)."""
+    ``arr.ctypes.data`` or ``__array_interface__`` (docs/dev/performance.md)."""
     return _from_buffer(arr)
 
 

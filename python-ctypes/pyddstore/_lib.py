@@ -5,7 +5,7 @@ into cffi's out-of-line ABI module pyddstore/_ddstore_ffi.py at build time
 (setup.py; run-tests.sh for the source tree). ABI mode compiles nothing,
 at build time or at import: calls go through libffi, with cffi converting
 the arguments in C, which costs a fraction of what ctypes does
-(docs/performance.md, "The Python binding's cost per call"). In a source
+(docs/dev/performance.md, "The Python binding's cost per call"). In a source
 tree without the generated module, the same declarations are built from
 the header at first use (cffi parses it; still no compiler).
 

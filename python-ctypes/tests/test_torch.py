@@ -72,7 +72,7 @@ def count_registrations(monkeypatch):
     """Methods 1/2 register every read destination that no registered buffer
     covers, and count it in mr_miss (rows of ranks on this node are read
     over the fabric too): "no new registrations" then means something."""
-    monkeypatch.setenv("DDSTORE_FABRIC_LOCAL_MR", "1")
+    monkeypatch.setenv("DDSTORE_TEST_FABRIC_LOCAL_MR", "1")
     monkeypatch.setenv("DDSTORE_NODE_LOCAL", "0")
 
 
@@ -349,6 +349,25 @@ def test_per_sample_fallback(comm, method, monkeypatch):
     c.same(ds.__getitems__(idx, out=bufs), [src[i] for i in idx], "__getitems__(out=)")
     ds.release(bufs)
     teardown(comm, ds)
+    assert agree(comm, c.ok), c.errors
+
+
+@pytest.mark.parametrize("var, raw", [("DDSTORE_METHOD", "3"), ("DDSTORE_METHOD", "one"),
+                                      ("DDSTORE_BATCH_GET", "2"), ("DDSTORE_BATCH_GET", "maybe")])
+def test_bad_environment_is_refused_naming_the_variable(comm, monkeypatch, var, raw):
+    """The torch layer's variables follow the library's rules: a value
+    outside them fails the construction (before any store exists, on every
+    rank) with InvalidArgumentError naming the variable and the value."""
+    import pyddstore
+    monkeypatch.setenv(var, raw)
+    c = Checks()
+    # No method= argument, so DDSTORE_METHOD is read (a valid one when the
+    # bad variable is DDSTORE_BATCH_GET).
+    if var != "DDSTORE_METHOD":
+        monkeypatch.setenv("DDSTORE_METHOD", "0")
+    err = c.raises(pyddstore.InvalidArgumentError, lambda: DistDataset(TupleSource(), "badenv", comm=comm),
+                   f"{var}={raw}", match=var)
+    c.true(err is None or raw in str(err), f"the message names the value {raw!r}: {err}")
     assert agree(comm, c.ok), c.errors
 
 

@@ -227,6 +227,19 @@ def test_thread_loader_affinity(comm, monkeypatch):
     ck.done((cpus, masks))
 
 
+@pytest.mark.parametrize("var, raw", [("DDSTORE_AFFINITY_WIDTH", "two"), ("DDSTORE_AFFINITY_WIDTH", "-1"),
+                                      ("DDSTORE_AFFINITY_OFFSET", "1.5"), ("DDSTORE_AFFINITY_OFFSET", "-2")])
+def test_thread_loader_affinity_bad_values(monkeypatch, var, raw):
+    """A bad pinning variable fails the loader's construction naming it (a
+    bare int() used to raise a ValueError that named nothing, or took a
+    negative width as "off")."""
+    import pyddstore
+    monkeypatch.setenv("DDSTORE_AFFINITY_WIDTH", "1")
+    monkeypatch.setenv(var, raw)
+    with pytest.raises(pyddstore.InvalidArgumentError, match=var):
+        ThreadDataLoader(list(range(4)), batch_size=1, num_workers=2)
+
+
 def test_thread_loader_affinity_off_by_default(comm, monkeypatch):
     monkeypatch.delenv("DDSTORE_AFFINITY_WIDTH", raising=False)
     cpus = frozenset(os.sched_getaffinity(0))

@@ -135,6 +135,17 @@ def test_reader_arguments(comm, monkeypatch):
     c = Checks()
     monkeypatch.delenv("DDSTORE_N_CORE", raising=False)
     c.raises(ValueError, lambda: DistDatasetReader("x", handshake_dir=hs), "no n_core", match="DDSTORE_N_CORE")
+    # Bad values: the library's rules, errors naming the variable.
+    import pyddstore
+    for raw in ("two", "0", "-1"):
+        monkeypatch.setenv("DDSTORE_N_CORE", raw)
+        c.raises(pyddstore.InvalidArgumentError, lambda: DistDatasetReader("x", handshake_dir=hs),
+                 f"DDSTORE_N_CORE={raw}", match="DDSTORE_N_CORE")
+    monkeypatch.delenv("DDSTORE_N_CORE")
+    for raw in ("soon", "-1", "1e300"):
+        monkeypatch.setenv("DDSTORE_HANDSHAKE_TIMEOUT_S", raw)
+        c.raises(pyddstore.InvalidArgumentError, lambda: DistDatasetReader("x", handshake_dir=hs, n_core=1),
+                 f"DDSTORE_HANDSHAKE_TIMEOUT_S={raw}", match="DDSTORE_HANDSHAKE_TIMEOUT_S")
     monkeypatch.setenv("DDSTORE_HANDSHAKE_TIMEOUT_S", "0.2")
     t0 = time.monotonic()
     err = c.raises(TimeoutError, lambda: DistDatasetReader("never", handshake_dir=hs, n_core=1),

@@ -49,7 +49,7 @@ pub enum Iface {
 }
 
 impl Iface {
-    /// Every interface, with the name `DDSTORE_GPU_DIRECT_HOST_IFACE` and
+    /// Every interface, with the name `DDSTORE_TEST_GPU_DIRECT_HOST_IFACE` and
     /// `dds_var_info.transport` use (one list).
     pub const ALL: [(Iface, &'static str); 4] =
         [(Iface::System, "system"), (Iface::Cuda, "cuda"), (Iface::Rocr, "rocr"), (Iface::Ze, "ze")];
@@ -58,14 +58,14 @@ impl Iface {
         Iface::ALL.iter().find(|(i, _)| *i == self).map_or("?", |(_, n)| n)
     }
 
-    /// Parses `DDSTORE_GPU_DIRECT_HOST_IFACE`.
+    /// Parses `DDSTORE_TEST_GPU_DIRECT_HOST_IFACE`.
     pub fn parse(v: &str) -> Result<Iface> {
         let t = v.trim().to_ascii_lowercase();
         match Iface::ALL.iter().find(|(_, n)| *n == t) {
             Some((i, _)) => Ok(*i),
             None => {
                 let names: Vec<&str> = Iface::ALL.iter().map(|(_, n)| *n).collect();
-                bail!(InvalidArgument, "DDSTORE_GPU_DIRECT_HOST_IFACE={v:?} is not one of {}", names.join(", "))
+                bail!(InvalidArgument, "DDSTORE_TEST_GPU_DIRECT_HOST_IFACE={v:?} is not one of {}", names.join(", "))
             }
         }
     }
@@ -79,7 +79,7 @@ pub enum Mem {
     /// CUDA or ROCm device memory of device `device`.
     Device { iface: Iface, device: i32 },
     /// Host memory presented to the provider as memory of an interface (the
-    /// testing aid `DDSTORE_GPU_DIRECT_HOST_IFACE`): the GPUDirect calls
+    /// testing aid `DDSTORE_TEST_GPU_DIRECT_HOST_IFACE`): the GPUDirect calls
     /// without a GPU; without GPUDirect it is plain host memory again.
     HostAs(Iface),
 }
@@ -292,7 +292,10 @@ mod tests {
             assert_eq!(i.name(), n);
         }
         let e = Iface::parse("neuron").unwrap_err();
-        assert!(e.msg.contains("DDSTORE_GPU_DIRECT_HOST_IFACE") && e.msg.contains("system, cuda, rocr, ze"), "{e}");
+        assert!(
+            e.msg.contains("DDSTORE_TEST_GPU_DIRECT_HOST_IFACE") && e.msg.contains("system, cuda, rocr, ze"),
+            "{e}"
+        );
         assert_eq!(Mem::of(MemKind::Cuda(2), None), Mem::Device { iface: Iface::Cuda, device: 2 });
         assert_eq!(Mem::of(MemKind::Rocm(1), Some(Iface::System)), Mem::Device { iface: Iface::Rocr, device: 1 });
         assert_eq!(Mem::of(MemKind::Host, Some(Iface::Cuda)), Mem::HostAs(Iface::Cuda));

@@ -21,7 +21,7 @@ pub struct GpuSettings {
     pub staging_bytes: usize,
     /// `DDSTORE_GPU_DIRECT`.
     pub direct: Direct,
-    /// `DDSTORE_GPU_DIRECT_HOST_IFACE` (testing aid; None with GPU support off).
+    /// `DDSTORE_TEST_GPU_DIRECT_HOST_IFACE` (testing aid; None with GPU support off).
     pub host_as: Option<Iface>,
 }
 

@@ -10,7 +10,7 @@
 //! of the indices (O(B) in and out, plus what is asked of it), then the rows;
 //! the number of rounds is agreed inside the batch's argument all-reduce
 //! (`Store::batch_collective`), so it costs no extra collective.
-//! docs/performance.md explains the choice over NBX and neighbourhood
+//! docs/dev/performance.md explains the choice over NBX and neighbourhood
 //! collectives. Refinements over DDStore that stay:
 //! - rows owned by the rank itself or by a rank of the same node (node-local
 //!   reads, see `transport::local`) are copied directly; they never travel
@@ -32,7 +32,7 @@ use crate::transport::local::Near;
 
 /// From this row size up, the two extra copies of `Alltoallv` (pack, then
 /// reorder) cost more than a message per row; below it, per-message
-/// overhead dominates (measured by `make bench`, docs/performance.md).
+/// overhead dominates (measured by `make bench`, docs/dev/performance.md).
 pub const SENDRECV_MIN_ROW_BYTES: u64 = 64 * 1024;
 
 /// Memory reused across batched reads (grown, never shrunk, so a training

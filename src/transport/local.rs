@@ -71,7 +71,7 @@ impl NodeMap {
         NodeMap::with_width(comm, want, 0)
     }
 
-    /// As `new`; `width` > 0 (`DDSTORE_NODE_LOCAL_WIDTH`, a testing aid) cuts
+    /// As `new`; `width` > 0 (`DDSTORE_TEST_NODE_LOCAL_WIDTH`, a testing aid) cuts
     /// each node into runs of `width` ranks that act as separate nodes.
     pub fn with_width(comm: &Comm, want: bool, width: u64) -> Result<NodeMap> {
         let mut flag = [want as i64];

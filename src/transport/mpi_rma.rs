@@ -88,7 +88,7 @@ impl RmaVar {
 
     /// Gets, then one `MPI_Win_flush` per target touched (not
     /// `MPI_Win_flush_all`, which MPICH 4.0.2 ch4:ucx completes early; see
-    /// docs/performance.md).
+    /// docs/dev/performance.md).
     fn group_flushed(&self, group: &[GetOp], touched: &mut Vec<usize>) -> Result<()> {
         touched.clear();
         let mut posted = Ok(());

@@ -6,7 +6,7 @@
 //! handles, inside its own MPI calls. MPICH 4.0 over UCX shared memory does
 //! (this project's test machine): a one-sided batch from a rank whose owner
 //! was computing, with no MPI call, waited 2.1 s for the owner's 2 s sleep to
-//! end (/tmp experiment, docs/performance.md "Reads overlapped with
+//! end (/tmp experiment, docs/dev/performance.md "Reads overlapped with
 //! compute"). So a one-sided method-0 store keeps a thread that calls
 //! `MPI_Iprobe` on a private communicator, then sleeps
 //! `DDSTORE_PROGRESS_SLEEP_US` (as the fabric's serving thread does): never a

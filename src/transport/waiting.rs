@@ -9,7 +9,7 @@
 //! core between tests (`mpi_rma`). A request thread spinning in the flush
 //! held the caller's core when the caller's step ended: prefetched 3 KiB
 //! one-sided steps took 2.3-7x max(step, read) that way, 1.15-1.7x yielding
-//! (2 ranks on 2 cores; docs/performance.md, "The training-loop figure").
+//! (2 ranks on 2 cores; docs/dev/performance.md, "The training-loop figure").
 //! The fabric engine already yields between empty polls on every thread.
 
 use std::cell::Cell;

@@ -12,6 +12,7 @@ import weakref
 import torch
 from torch.utils.data import DataLoader, IterableDataset, default_collate
 
+from .. import _args
 from .._errors import InvalidArgumentError
 from ._datasets import _prefetch_arg
 
@@ -25,14 +26,20 @@ logger = logging.getLogger("pyddstore.torch")
 
 # ThreadDataLoader
 
+# Bound of DDSTORE_AFFINITY_WIDTH/OFFSET (entries of a CPU list).
+_MAX_CPUS = (1 << 31) - 1
+
+
 class _AffinityPlan:
     """CPU pinning of loader threads: thread k (in start order) is restricted
     to entries [offset + k*width, offset + (k+1)*width) of the affinity list
     the process had when the loader was made."""
 
     def __init__(self):
-        self.width = int(os.environ.get("DDSTORE_AFFINITY_WIDTH", "0") or 0)
-        self.offset = int(os.environ.get("DDSTORE_AFFINITY_OFFSET", "0") or 0)
+        # The library's rules (strict, errors naming the variable), not a
+        # bare int() whose ValueError names nothing.
+        self.width = _args.env_int("DDSTORE_AFFINITY_WIDTH", 0, 0, _MAX_CPUS)
+        self.offset = _args.env_int("DDSTORE_AFFINITY_OFFSET", 0, 0, _MAX_CPUS)
         self.cpus = None
         if self.width > 0 and hasattr(os, "sched_getaffinity"):
             self.cpus = sorted(os.sched_getaffinity(0))
@@ -158,6 +165,8 @@ class ThreadDataLoader(DataLoader):
         self.reuse_buffers = bool(reuse_buffers)
         self.collate_copies = bool(collate_copies)
         threads = self.num_workers or 1
+        # Read first: a bad variable fails before any buffer is allocated.
+        affinity = _AffinityPlan()
         store = getattr(dataset, "ddstore", None)
         if threads > 1 and getattr(store, "method", None) == 0 and \
                 getattr(store, "batch_mode", "collective") == "collective":
@@ -186,7 +195,7 @@ class ThreadDataLoader(DataLoader):
         available = accel.is_available() if accel is not None else torch.cuda.is_available()
         self._pin = bool(self.pin_memory) and available and _pin_memory is not None
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="ddstore-loader", initializer=_AffinityPlan())
+            max_workers=threads, thread_name_prefix="ddstore-loader", initializer=affinity)
 
     def check_worker_number_rationality(self):
         """DataLoader warns when num_workers exceeds the CPUs, for worker

@@ -32,7 +32,7 @@ pub struct FabricConfig {
     pub max_read_bytes: u64,
     pub read_timeout_s: f64,
     /// Register destinations even when the provider does not need it
-    /// (`DDSTORE_FABRIC_LOCAL_MR=1`, a testing aid for the FI_MR_LOCAL path).
+    /// (`DDSTORE_TEST_FABRIC_LOCAL_MR=1`, a testing aid for the FI_MR_LOCAL path).
     pub force_local_mr: bool,
     /// `DDSTORE_PROGRESS_SLEEP_US`: sleep between polls of a serving CQ
     /// without a wait object (shm).
