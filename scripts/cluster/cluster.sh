@@ -195,8 +195,11 @@ cmd_run() {
         "$HERE/slurm.sh" start "$CLUSTER_DIR" "${nodes[@]}" >&2
         export CLUSTER_SLURM=1 SLURM_CONF="$CLUSTER_DIR/slurm/slurm.conf"
     fi
+    # In the background, so that a signal runs the teardown at once (bash
+    # runs traps only between foreground commands, but interrupts `wait`).
     set +e
-    enter "${PREFIX}head" "$@"
+    enter "${PREFIX}head" "$@" &
+    wait $!
     local rc=$?
     set -e
     return "$rc"

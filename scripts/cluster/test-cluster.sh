@@ -2,6 +2,9 @@
 # make test-cluster: the library across simulated nodes (docs/cluster.md).
 #
 #   scripts/cluster/test-cluster.sh [PARTS]     PARTS default: "c python slurm"
+#   CLUSTER_SIZES="2" scripts/cluster/test-cluster.sh c   only the 2-node cluster
+#   scripts/cluster/test-cluster.sh bench [BENCH ARGS]    make bench-cluster: the
+#       2-rank C benchmark with one rank on each of 2 nodes (scripts/cluster/bench.sh)
 #
 # Installs what it needs (Debian's slurm-wlm and munge; MPICH 5 from PyPI in
 # build/cluster/mpich5), builds the library against that MPICH
@@ -15,6 +18,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 B=$ROOT/build/cluster
 PARTS=${1:-c python slurm}
+BENCH=0
+if [ "$PARTS" = bench ]; then BENCH=1; shift; fi
 MPICH5=$B/mpich5
 PY_BASE=${CLUSTER_PYTHON:-python3}
 mkdir -p "$B"
@@ -71,6 +76,21 @@ for t in test_basic test_errors test_node_local test_fabric test_requests test_r
         || die "cannot build $t"
 done
 "$MPICH5/bin/mpicc" -O2 -Wall scripts/cluster/split_type.c -o "$BIN/split_type" || die "cannot build split_type"
+# Open MPI's launcher through the same nodeexec (Debian's Open MPI, from make deps).
+if command -v mpicc.openmpi > /dev/null; then
+    mpicc.openmpi -O2 -Wall scripts/cluster/split_type.c -o "$BIN/split_type_openmpi" || die "cannot build split_type (Open MPI)"
+fi
+
+if [ "$BENCH" = 1 ]; then
+    "$MPICH5/bin/mpicc" -O2 -g -I"$B/prefix/include" -Icapi-tests capi-tests/bench.c capi-tests/bench_floors.c \
+        capi-tests/bench_fabric.c capi-tests/bench_mem.c capi-tests/bench_overlap.c capi-tests/bench_ragged.c \
+        -o "$BIN/bench" -L"$B/prefix/lib" -lddstore -Wl,-rpath,"$B/prefix/lib" \
+        -Wl,-rpath-link,"$MPICH5/lib/mpich" -pthread -lm || die "cannot build the bench"
+    mkdir -p build/bench
+    export MPICH5 BIN ROOT
+    echo "test-cluster: bench across 2 nodes, records in build/bench/cluster.jsonl"
+    exec scripts/cluster/cluster.sh run 2 -- scripts/cluster/bench.sh "$ROOT/build/bench/cluster.jsonl" "$@"
+fi
 
 # Python: mpi4py built from source against MPICH 5, in a venv of its own.
 # torch is large: taken from the project's venv (VENV) through a .pth line,
@@ -92,8 +112,10 @@ case " $PARTS " in *" python "*|*" slurm "*)
         [ -n "$tsite" ] && [ -d "$tsite/torch" ] || die "no torch in ${VENV:-$ROOT/.venv} (make's venv installs it)"
         echo "$tsite" > "$site/zz-project-venv-torch.pth"
     fi
-    "$PYTHON" -c 'import mpi4py, torch; assert "mpich5" in mpi4py.get_config()["mpicc"], mpi4py.get_config()' \
-        || die "$PYTHON: mpi4py is not the one built for MPICH 5, or torch is missing"
+    "$PYTHON" -c 'import torch' || die "$PYTHON: no torch"
+    mpi_ext=$("$PYTHON" -c 'import importlib.util as u; print(u.find_spec("mpi4py.MPI").origin)') \
+        || die "$PYTHON: no mpi4py"
+    ldd "$mpi_ext" | grep -q "$MPICH5/lib/libmpi" || die "$mpi_ext is not built for MPICH 5 ($MPICH5)"
     "$PYTHON" python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null || die "cannot generate the cffi module"
 esac
 export MPICH5 BIN PYTHON ROOT DDSTORE_LIBRARY=$B/prefix/lib/libddstore.so
@@ -101,7 +123,7 @@ echo "test-cluster: set-up took $((SECONDS - t_start)) s"
 
 rc=0
 summary=()
-for n in 2 4; do
+for n in ${CLUSTER_SIZES:-2 4}; do
     t0=$SECONDS
     if scripts/cluster/cluster.sh run "$n" --slurm -- scripts/cluster/suite.sh $PARTS; then
         summary+=("$n nodes x 2 ranks: passed ($((SECONDS - t0)) s)")
