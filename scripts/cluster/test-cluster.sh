@@ -85,7 +85,8 @@ if [ "$BENCH" = 1 ]; then
     "$MPICH5/bin/mpicc" -O2 -g -I"$B/prefix/include" -Icapi-tests capi-tests/bench.c capi-tests/bench_floors.c \
         capi-tests/bench_fabric.c capi-tests/bench_mem.c capi-tests/bench_overlap.c capi-tests/bench_ragged.c \
         -o "$BIN/bench" -L"$B/prefix/lib" -lddstore -Wl,-rpath,"$B/prefix/lib" \
-        -Wl,-rpath-link,"$MPICH5/lib/mpich" -pthread -lm || die "cannot build the bench"
+        -Wl,-rpath-link,"$MPICH5/lib/mpich" -L"$MPICH5/lib/mpich" -l:libfabric.so.1 -pthread -lm \
+        || die "cannot build the bench"   # its raw fi_read floors: the libfabric MPICH bundles
     mkdir -p build/bench
     export MPICH5 BIN ROOT
     echo "test-cluster: bench across 2 nodes, records in build/bench/cluster.jsonl"
