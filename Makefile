@@ -154,6 +154,16 @@ test-python: install-test-prefix $(VENV)/.cffi $(VENV)/.torch-$(TORCH_VERSION)
 	CARGO_TARGET_DIR=$(abspath $(TARGET_DIR)) PYTHON=$(VENV)/bin/python \
 	    python-ctypes/tests/scripts/check-pip-install.sh $(BUILD)/pip-install
 
+# The library across simulated nodes (root, Linux namespaces): MPICH 5 from
+# PyPI, the core C and Python tests on 2 nodes x 2 ranks and a subset on 4
+# nodes x 2 ranks, launched by hydra and by a real Slurm (the job scripts of
+# examples/slurm as shipped). Installs what it needs; without root or
+# namespaces it is skipped, loudly (and `make test` says so at the end).
+# See scripts/cluster/test-cluster.sh and docs/cluster.md.
+.PHONY: test-cluster
+test-cluster: $(VENV)/.cffi $(VENV)/.torch-$(TORCH_VERSION)
+	VENV=$(VENV) CLUSTER_PYTHON=$(VENV)/bin/python ./scripts/cluster/test-cluster.sh
+
 # The `rocm` feature built against Debian's HIP (libamdhip64-dev, from
 # make deps) in its own target directory, its unit tests, and the GPU C
 # tests that need no device run against it (scripts/rocm-check.sh).
@@ -190,7 +200,7 @@ fuzz:
 # /dev/shm is listed before and checked after: nothing the suite created
 # (node-local segments, libfabric shm regions) may be left behind.
 # Each stage prints when it starts, so a slow CI run shows where the time went.
-TEST_STAGES = test-rust test-c test-openmpi test-sanitize test-python test-staged test-rocm test-docs fuzz
+TEST_STAGES = test-rust test-c test-openmpi test-sanitize test-python test-cluster test-staged test-rocm test-docs fuzz
 test: deps
 	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-test.txt
 	@for stage in $(TEST_STAGES); do \
@@ -198,6 +208,8 @@ test: deps
 	  $(MAKE) --no-print-directory $$stage || exit 1; \
 	done
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-test.txt
+	@if [ -f $(BUILD)/cluster/SKIPPED ]; then \
+	  echo "=== NOTE: the multi-node stage (make test-cluster) was SKIPPED: $$(cat $(BUILD)/cluster/SKIPPED)"; fi
 	@echo "=== make test passed ($$(date -u +%H:%M:%S))"
 
 demo: deps install-test-prefix
@@ -238,6 +250,15 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
 	    --md docs/dev/results.md --png docs/dev/results.png
+
+# The 2-rank C benchmark across two simulated nodes, one rank each (root;
+# the set-up of make test-cluster): method 0 in both batch modes and method 1
+# over tcp next to their floors (MPI RMA gets, MPI_Alltoallv, raw fi_read),
+# which then also cross the veth pair; records in build/bench/cluster.jsonl.
+# BENCH_ARGS passes options to the program (e.g. BENCH_ARGS=--quick).
+.PHONY: bench-cluster
+bench-cluster:
+	./scripts/cluster/test-cluster.sh bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)
