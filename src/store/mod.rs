@@ -272,6 +272,8 @@ impl Store {
     /// calls unless MPI is MPI_THREAD_MULTIPLE: what `create` and
     /// `create_extra` start from.
     fn empty(comm: Comm, method: Method, cfg: Config, node: Arc<NodeMap>, gpu: GpuSettings) -> Store {
+        let requests = Requests::default();
+        requests.set_test_delay(cfg.test_request_delay_s);
         Store {
             batch_mode: cfg.batch_mode,
             comm,
@@ -285,7 +287,7 @@ impl Store {
             node,
             split: None,
             gpu,
-            requests: Requests::default(),
+            requests,
             async_comm: None,
             mpi_progress: Mutex::new(None),
         }
@@ -794,7 +796,8 @@ impl Store {
     /// runs it for its live stores in creation order, which is the order the
     /// collective creations happened in.
     pub fn release_mpi(&self) {
-        self.drain_requests();
+        // No request thread may call MPI once this returns (request.rs).
+        self.requests.finalize();
         // The progress thread calls MPI: it stops before anything is freed.
         if let Some(mut p) = self.mpi_progress.lock().take() {
             p.stop();
