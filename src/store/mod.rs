@@ -205,6 +205,13 @@ impl Store {
             Ok((method, o.width as i64, cfg, fcfg, gpu))
         });
         let (method, width, cfg, fcfg, gpu) = agree(&world, local)?;
+        // Segments that killed processes left on this node (their names
+        // carry the pid): removed by the next store made here.
+        let mut dirs = vec![cfg.segments.dir.as_str(), crate::config::DEFAULT_SHM_DIR];
+        dirs.dedup();
+        for dir in dirs {
+            crate::shard::segment::remove_stale(dir);
+        }
 
         // Settings that must be identical everywhere.
         let cap = cfg.alltoall_max_bytes as i64;
@@ -356,6 +363,10 @@ impl Store {
             );
         }
         let shared = if self.node.on { Shard::shared(bytes, src, seg)? } else { None };
+        if shared.is_some() && self.cfg.test_segment_delay_s > 0.0 {
+            // Testing aid: hold the window in which the segment has a name.
+            std::thread::sleep(std::time::Duration::from_secs_f64(self.cfg.test_segment_delay_s));
+        }
         match (shared, src) {
             (Some(s), _) => Ok(s),
             (None, Some(data)) => Shard::copy_of(data),
