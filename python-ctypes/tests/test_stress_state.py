@@ -13,8 +13,9 @@ rank, so ranks read different rows of the same owners.
 
 Configurations: method 0 in both batch modes and method 1 on shm and tcp,
 node-local reads on and off. `make test` runs a bounded form
-(DDSTORE_STRESS_EXAMPLES sequences, default 2 (1 above 2 ranks), of up to
-DDSTORE_STRESS_STEPS steps, default 15, per configuration); the long form is
+(DDSTORE_STRESS_EXAMPLES sequences, default 2 (1 on tcp), of up to
+DDSTORE_STRESS_STEPS steps, default 15, per configuration; at 1 and 2 ranks,
+above only when DDSTORE_STRESS_EXAMPLES is set); the long form is
 documented in docs/guarantees.md ("Stress of the read paths").
 """
 
@@ -31,10 +32,14 @@ from mpi4py import MPI
 import pyddstore as dds
 from helpers import METHODS
 
-EXAMPLES = int(os.environ.get("DDSTORE_STRESS_EXAMPLES", "2" if MPI.COMM_WORLD.size <= 2 else "1"))
+EXAMPLES = int(os.environ.get("DDSTORE_STRESS_EXAMPLES", "2"))
+# The stress is a 2-rank design (the issue's); above 2 ranks, where every
+# collective step costs several times more on 2 cores, it runs only when asked.
+SKIP_ABOVE_2 = MPI.COMM_WORLD.size > 2 and "DDSTORE_STRESS_EXAMPLES" not in os.environ
 # DDSTORE_STRESS_SEED: another (still identical on every rank) sequence of
 # sequences, for long runs in several parts; unset, the derandomized one.
 SEED = os.environ.get("DDSTORE_STRESS_SEED")
+UPDATE_IN_FLIGHT = os.environ.get("DDSTORE_STRESS_UPDATE_IN_FLIGHT") == "1"
 STEPS = int(os.environ.get("DDSTORE_STRESS_STEPS", "15"))
 # DDSTORE_STRESS_CONFIGS: a comma-separated subset of CONFIGS' ids (long runs).
 ONLY = [c for c in os.environ.get("DDSTORE_STRESS_CONFIGS", "").split(",") if c]
@@ -168,8 +173,12 @@ class StoreMachine(RuleBasedStateMachine):
     def update(self, pick, offset, n, gen):
         name = sorted(self.model)[pick % len(self.model)]
         self._same_step(f"update {name} {offset} {n} {gen}")
-        # Reads in flight see either version (docs/guarantees.md): land them first.
-        self._wait_all()
+        # Reads in flight see either version (docs/guarantees.md): land them
+        # first. DDSTORE_STRESS_UPDATE_IN_FLIGHT=1 skips that, to show what a
+        # harness that forgets it reports (the first suspect of issue 35's
+        # wrong-rows event): rows differing from the model as of the start.
+        if not UPDATE_IN_FLIGHT:
+            self._wait_all()
         cols = self.model[name].shape[1]
         start = 0
         for r, c in enumerate(self.counts[name]):
@@ -216,8 +225,8 @@ class StoreMachine(RuleBasedStateMachine):
         idx = self._rows(name, picks)
         dst = self._dst(name, len(idx))
         req = self.store.get_batch_async(name, dst, idx)
-        # The model as it is now: no update runs while this is in flight.
-        self.pending.append((req, dst, name, idx, self.model[name]))
+        # The model as it is now (updates wait for the requests in flight).
+        self.pending.append((req, dst, name, idx, self.model[name].copy()))
 
     @precondition(lambda self: self.pending)
     @rule(order=st.lists(st.integers(0, 7), min_size=1, max_size=8))
@@ -253,6 +262,10 @@ class StoreMachine(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("method,mode,prov,nl", CONFIGS)
 def test_read_sequences_match_the_model(comm, method, mode, prov, nl):
+    if SKIP_ABOVE_2:
+        pytest.skip("2-rank stress (set DDSTORE_STRESS_EXAMPLES to run it on more ranks)")
+    # tcp stores take seconds to make here: half the sequences in the bounded form.
+    n = max(1, EXAMPLES // 2) if prov == "tcp" and "DDSTORE_STRESS_EXAMPLES" not in os.environ else EXAMPLES
     class Machine(StoreMachine):
         config = (method, mode, prov, nl)
 
@@ -260,7 +273,7 @@ def test_read_sequences_match_the_model(comm, method, mode, prov, nl):
         Machine = seed(int(SEED))(Machine)
     run_state_machine_as_test(
         Machine,
-        settings=settings(max_examples=EXAMPLES, stateful_step_count=STEPS, derandomize=SEED is None, database=None,
+        settings=settings(max_examples=n, stateful_step_count=STEPS, derandomize=SEED is None, database=None,
                           deadline=None, print_blob=False,
                           suppress_health_check=list(HealthCheck)),
     )
