@@ -63,6 +63,18 @@ for m in $methods; do
         run "free_after_finalize.py, method $m, $n rank(s)" \
             env PYDDSTORE_TEST_METHOD="$m" "$MPIEXEC" -n "$n" "$PYTHON" tests/scripts/free_after_finalize.py
     done
+    # MPI_Finalize with reads in flight (issue 35): at interpreter exit
+    # (pyddstore waits for them before mpi4py finalizes) and by an explicit
+    # MPI.Finalize() (the library refuses the queued ones); the testing aid
+    # keeps them in flight. Method 0 in both batch modes.
+    modes=collective; [ "$m" = 0 ] && modes="collective onesided"
+    for bm in $modes; do
+        for how in exit:0.5 explicit:5; do
+            run "finalize_requests.py ${how%:*}, method $m ($bm), 2 ranks" \
+                env PYDDSTORE_TEST_METHOD="$m" DDSTORE_BATCH_MODE="$bm" DDSTORE_TEST_REQUEST_DELAY_S="${how#*:}" \
+                "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/finalize_requests.py "${how%:*}"
+        done
+    done
     # [docs] Overlapping reads with compute (docs/pytorch.md).
     run "overlap.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/overlap.py
 done

@@ -218,6 +218,15 @@ pub struct Config {
     /// `DDSTORE_SHM_DIR` and `DDSTORE_HUGEPAGES`: where node-local segments
     /// live and whether they use huge pages.
     pub segments: Segments,
+    /// `DDSTORE_TEST_REQUEST_DELAY_S` (testing aid): a request waits this
+    /// long in its queue before a thread takes it, so a test can call
+    /// MPI_Finalize with requests certainly not yet started. 0 (default): none.
+    pub test_request_delay_s: f64,
+    /// `DDSTORE_TEST_SEGMENT_DELAY_S` (testing aid): a node-local segment's
+    /// creator waits this long after creating it, before its peers map it
+    /// (the window in which a killed rank could leave it behind), so a test
+    /// can kill a rank there. 0 (default): none.
+    pub test_segment_delay_s: f64,
 }
 
 impl Config {
@@ -302,6 +311,8 @@ impl Config {
                 dir: shm_dir(text("DDSTORE_SHM_DIR"))?,
                 huge: text("DDSTORE_HUGEPAGES").map(|v| HugePages::parse(&v)).transpose()?.unwrap_or(HugePages::Auto),
             },
+            test_request_delay_s: seconds("DDSTORE_TEST_REQUEST_DELAY_S", text("DDSTORE_TEST_REQUEST_DELAY_S"), 0.0)?,
+            test_segment_delay_s: seconds("DDSTORE_TEST_SEGMENT_DELAY_S", text("DDSTORE_TEST_SEGMENT_DELAY_S"), 0.0)?,
         })
     }
 }

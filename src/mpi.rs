@@ -185,21 +185,55 @@ pub fn finalize_began() -> bool {
     FINALIZE_BEGAN.load(Ordering::Acquire)
 }
 
-/// Arranges for `hook` to run at the start of `MPI_Finalize`, while MPI still
-/// works: MPI deletes the attributes of `MPI_COMM_SELF` first thing during
-/// finalisation, so a delete callback on one of them is the standard place
-/// for a library to release its MPI objects. Registered once per process.
-pub fn before_finalize(hook: fn()) -> Result<()> {
-    use once_cell::sync::OnceCell;
-    static HOOK: OnceCell<fn()> = OnceCell::new();
-    static REGISTERED: OnceCell<()> = OnceCell::new();
+static HOOK: once_cell::sync::OnceCell<fn()> = once_cell::sync::OnceCell::new();
+static HOOK_RAN: AtomicBool = AtomicBool::new(false);
 
-    unsafe extern "C" fn on_delete(_: ffi::MPI_Comm, _: c_int, _: *mut c_void, _: *mut c_void) -> c_int {
+/// Runs the `before_finalize` hook, once per process however many ways
+/// finalisation reaches it, then marks finalisation as begun.
+fn run_finalize_hook() {
+    if !HOOK_RAN.swap(true, Ordering::AcqRel) {
         if let Some(h) = HOOK.get() {
             // A panic must not unwind into MPI.
             let _ = std::panic::catch_unwind(h);
         }
-        FINALIZE_BEGAN.store(true, Ordering::Release);
+    }
+    FINALIZE_BEGAN.store(true, Ordering::Release);
+}
+
+/// `MPI_Finalize` as the caller reaches it through libddstore's own
+/// definition (capi::finalize, the profiling interface's interception): runs
+/// the hook *before* MPI begins to shut down, then the `MPI_Finalize` that
+/// ours hides (the next definition in the search order: MPI's, or another
+/// tool's), else `PMPI_Finalize`. Before MPI starts, unlike in the
+/// attribute callback (`before_finalize`), MPICH still serialises threads.
+/// `ours` is the address of libddstore's `MPI_Finalize`.
+pub fn finalize_intercepted(ours: usize) -> c_int {
+    run_finalize_hook();
+    type Finalize = unsafe extern "C" fn() -> c_int;
+    // SAFETY: dlsym only reads the loader's tables; a symbol found under
+    // this name has MPI_Finalize's signature.
+    unsafe {
+        let next = libc::dlsym(libc::RTLD_NEXT, c"MPI_Finalize".as_ptr());
+        if !next.is_null() && next as usize != ours {
+            return std::mem::transmute::<*mut c_void, Finalize>(next)();
+        }
+        ffi::PMPI_Finalize()
+    }
+}
+
+/// Arranges for `hook` to run at the start of `MPI_Finalize`, while MPI still
+/// works: MPI deletes the attributes of `MPI_COMM_SELF` first thing during
+/// finalisation, so a delete callback on one of them is the standard place
+/// for a library to release its MPI objects. Registered once per process.
+/// (MPICH 4.0 has by then stopped serialising threads, see `GATE`; where
+/// the caller reaches libddstore's `MPI_Finalize`, `finalize_intercepted`
+/// runs the hook before that.)
+pub fn before_finalize(hook: fn()) -> Result<()> {
+    use once_cell::sync::OnceCell;
+    static REGISTERED: OnceCell<()> = OnceCell::new();
+
+    unsafe extern "C" fn on_delete(_: ffi::MPI_Comm, _: c_int, _: *mut c_void, _: *mut c_void) -> c_int {
+        run_finalize_hook();
         ffi::MPI_SUCCESS as c_int
     }
 
@@ -231,6 +265,85 @@ pub fn before_finalize(hook: fn()) -> Result<()> {
         }
     })?;
     Ok(())
+}
+
+/// The library's own threads (request threads, the method-0 progress
+/// thread) call MPI one at a time, through this gate, and only in calls that
+/// return at once (their blocking operations become tests in a loop, see
+/// `complete_all`). Why: MPICH 4.0 stops taking its own locks early in
+/// `MPI_Finalize` ("isThreaded = 0"), *before* it deletes `MPI_COMM_SELF`'s
+/// attributes, i.e. before `before_finalize`'s hook can stop these threads.
+/// From then until the hook has drained them, MPI no longer serialises two
+/// library threads: two request threads in `MPI_Rget`/`MPI_Testsome` at once
+/// aborted in UCX (`worker->inprogress++ == 0`, issue 35). Under the gate at
+/// most one library thread is ever inside MPI; the caller's thread (inside
+/// `MPI_Finalize`, and only calling MPI after the hook has stopped them) is
+/// the other. Blocking inside the gate would let two stores' collective
+/// threads deadlock across ranks (each holding its rank's gate in a
+/// collective the other rank's thread cannot reach), hence only calls that
+/// return at once.
+static GATE: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
+thread_local! {
+    static LIBRARY_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one of the library's own (see `GATE`).
+pub fn mark_library_thread() {
+    LIBRARY_THREAD.with(|t| t.set(true));
+}
+
+fn on_library_thread() -> bool {
+    LIBRARY_THREAD.with(|t| t.get())
+}
+
+/// Held around each MPI call that returns at once: the gate on a library
+/// thread, nothing elsewhere.
+#[inline]
+fn gate() -> Option<parking_lot::MutexGuard<'static, ()>> {
+    on_library_thread().then(|| GATE.lock())
+}
+
+/// Runs one MPI call that returns at once; on a library thread, under the gate.
+#[inline]
+fn gated(call: impl FnOnce() -> c_int) -> c_int {
+    let _g = gate();
+    call()
+}
+
+/// A library thread waiting for MPI requests yields the core between tests
+/// while requests keep completing, then sleeps `PATIENT_POLL` between them
+/// once none has for `YIELD_FOR` (as one-sided request batches do).
+const YIELD_FOR: std::time::Duration = std::time::Duration::from_millis(1);
+const PATIENT_POLL: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Completes every request of `reqs`: `MPI_Waitall` on the caller's
+/// threads; on a library thread, `MPI_Testall` under the gate until all
+/// are done (the gate is never held while waiting).
+fn complete_all(reqs: &mut [ffi::MPI_Request]) -> c_int {
+    if reqs.is_empty() {
+        return ffi::MPI_SUCCESS as c_int;
+    }
+    if !on_library_thread() {
+        // SAFETY: every element is a request started by this module (or null).
+        return unsafe { ffi::MPI_Waitall(reqs.len() as c_int, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: as above; MPI_Testall returns at once.
+        let rc = gated(|| unsafe {
+            ffi::MPI_Testall(reqs.len() as c_int, reqs.as_mut_ptr(), &mut flag, ffi::RSMPI_STATUSES_IGNORE)
+        });
+        if rc != ffi::MPI_SUCCESS as c_int || flag != 0 {
+            return rc;
+        }
+        if started.elapsed() < YIELD_FOR {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(PATIENT_POLL);
+        }
+    }
 }
 
 /// The address to give MPI for a buffer of which `used` says whether any
@@ -319,9 +432,9 @@ impl Comm {
     pub fn poke_progress(&self) {
         let mut flag: c_int = 0;
         // SAFETY: a valid communicator; the status is ignored.
-        unsafe {
+        gated(|| unsafe {
             ffi::MPI_Iprobe(ffi::RSMPI_ANY_SOURCE, ffi::RSMPI_ANY_TAG, self.raw, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-        };
+        });
     }
 
     /// Splits into consecutive groups of `width` ranks (key = rank).
@@ -456,21 +569,23 @@ impl Comm {
         rdispls: &[c_int],
         dtype: &Datatype,
     ) -> Result<()> {
+        let (send, recv) =
+            (mpi_addr(send, scounts.iter().any(|&c| c > 0)), mpi_addr(recv, rcounts.iter().any(|&c| c > 0)));
+        let (sc, sd, rc, rd) = (scounts.as_ptr(), sdispls.as_ptr(), rcounts.as_ptr(), rdispls.as_ptr());
+        if on_library_thread() {
+            let mut r = [unsafe { ffi::RSMPI_REQUEST_NULL }];
+            // SAFETY: as below; the buffers and arrays outlive the completion.
+            check(
+                gated(|| unsafe {
+                    ffi::MPI_Ialltoallv(send, sc, sd, dtype.raw, recv, rc, rd, dtype.raw, self.raw, &mut r[0])
+                }),
+                "MPI_Ialltoallv",
+            )?;
+            return check(complete_all(&mut r), "MPI_Ialltoallv");
+        }
         // SAFETY: the caller sized both buffers from these counts and displacements.
         check(
-            unsafe {
-                ffi::MPI_Alltoallv(
-                    mpi_addr(send, scounts.iter().any(|&c| c > 0)),
-                    scounts.as_ptr(),
-                    sdispls.as_ptr(),
-                    dtype.raw,
-                    mpi_addr(recv, rcounts.iter().any(|&c| c > 0)),
-                    rcounts.as_ptr(),
-                    rdispls.as_ptr(),
-                    dtype.raw,
-                    self.raw,
-                )
-            },
+            unsafe { ffi::MPI_Alltoallv(send, sc, sd, dtype.raw, recv, rc, rd, dtype.raw, self.raw) },
             "MPI_Alltoallv",
         )
     }
@@ -478,21 +593,18 @@ impl Comm {
     /// `MPI_Alltoall` of one C int per peer.
     pub fn alltoall_int(&self, send: &[c_int], recv: &mut [c_int]) -> Result<()> {
         debug_assert!(send.len() == self.size && recv.len() == self.size);
+        let (int, s, r) = (unsafe { ffi::RSMPI_INT32_T }, send.as_ptr().cast(), recv.as_mut_ptr().cast());
+        if on_library_thread() {
+            let mut req = [unsafe { ffi::RSMPI_REQUEST_NULL }];
+            // SAFETY: as below; both buffers outlive the completion.
+            check(
+                gated(|| unsafe { ffi::MPI_Ialltoall(s, 1, int, r, 1, int, self.raw, &mut req[0]) }),
+                "MPI_Ialltoall",
+            )?;
+            return check(complete_all(&mut req), "MPI_Ialltoall");
+        }
         // SAFETY: both buffers hold one int per rank.
-        check(
-            unsafe {
-                ffi::MPI_Alltoall(
-                    send.as_ptr().cast(),
-                    1,
-                    ffi::RSMPI_INT32_T,
-                    recv.as_mut_ptr().cast(),
-                    1,
-                    ffi::RSMPI_INT32_T,
-                    self.raw,
-                )
-            },
-            "MPI_Alltoall",
-        )
+        check(unsafe { ffi::MPI_Alltoall(s, 1, int, r, 1, int, self.raw) }, "MPI_Alltoall")
     }
 
     /// Starts receiving one `dtype` item from `from` into `buf` (tag 0).
@@ -505,7 +617,7 @@ impl Comm {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the caller keeps `buf` (`count` items of `dtype`) alive until `waitall`.
         check(
-            unsafe { ffi::MPI_Irecv(buf.cast(), count, dtype.raw, from as c_int, 0, self.raw, &mut r) },
+            gated(|| unsafe { ffi::MPI_Irecv(buf.cast(), count, dtype.raw, from as c_int, 0, self.raw, &mut r) }),
             "MPI_Irecv",
         )?;
         Ok(r)
@@ -528,7 +640,9 @@ impl Comm {
         let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the caller keeps `buf` alive and unchanged until `waitall`.
         check(
-            unsafe { ffi::MPI_Isend(buf as *const c_void, count, dtype.raw, to as c_int, 0, self.raw, &mut r) },
+            gated(|| unsafe {
+                ffi::MPI_Isend(buf as *const c_void, count, dtype.raw, to as c_int, 0, self.raw, &mut r)
+            }),
             "MPI_Isend",
         )?;
         reqs.push(r);
@@ -543,7 +657,7 @@ impl Comm {
         let mut n: c_int = 0;
         // SAFETY: `done` holds reqs.len() indices; entries are requests
         // started by this module or MPI_REQUEST_NULL.
-        let rc = unsafe {
+        let rc = gated(|| unsafe {
             ffi::MPI_Testsome(
                 reqs.len() as c_int,
                 reqs.as_mut_ptr(),
@@ -551,7 +665,7 @@ impl Comm {
                 done.as_mut_ptr(),
                 ffi::RSMPI_STATUSES_IGNORE,
             )
-        };
+        });
         check(rc, "MPI_Testsome")?;
         let n = if n == unsafe { ffi::RSMPI_UNDEFINED } { 0 } else { n.max(0) as usize };
         done.truncate(n);
@@ -563,8 +677,8 @@ impl Comm {
         if reqs.is_empty() {
             return Ok(());
         }
-        // SAFETY: every element is a request started by this module.
-        let rc = unsafe { ffi::MPI_Waitall(reqs.len() as c_int, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+        // Every element is a request started by this module.
+        let rc = complete_all(reqs);
         reqs.clear();
         check(rc, "MPI_Waitall")
     }
@@ -685,6 +799,7 @@ impl Datatype {
     pub fn row(row_bytes: u64) -> Result<Datatype> {
         let byte = unsafe { ffi::RSMPI_UINT8_T };
         let mut t = unsafe { ffi::RSMPI_DATATYPE_NULL };
+        let _g = gate();
         // SAFETY: type constructors on valid predefined types; intermediate types are freed.
         unsafe {
             if row_bytes <= i32::MAX as u64 {
@@ -723,7 +838,7 @@ impl Drop for Datatype {
     fn drop(&mut self) {
         if running() {
             // SAFETY: we own this committed type.
-            unsafe { ffi::MPI_Type_free(&mut self.raw) };
+            gated(|| unsafe { ffi::MPI_Type_free(&mut self.raw) });
         }
     }
 }
@@ -777,7 +892,7 @@ impl Window {
     pub fn get_start(&self, dst: *mut u8, len: usize, target: usize, offset: u64) -> Result<()> {
         self.each_piece(dst, len, target, offset, |d, n, t, disp, byte, win| {
             // SAFETY: see `each_piece`.
-            check(unsafe { ffi::MPI_Get(d, n, byte, t, disp, n, byte, win) }, "MPI_Get")
+            check(gated(|| unsafe { ffi::MPI_Get(d, n, byte, t, disp, n, byte, win) }), "MPI_Get")
         })
     }
 
@@ -795,7 +910,7 @@ impl Window {
         self.each_piece(dst, len, target, offset, |d, n, t, disp, byte, win| {
             let mut r = unsafe { ffi::RSMPI_REQUEST_NULL };
             // SAFETY: see `each_piece`; the request is completed before `dst` is released.
-            check(unsafe { ffi::MPI_Rget(d, n, byte, t, disp, n, byte, win, &mut r) }, "MPI_Rget")?;
+            check(gated(|| unsafe { ffi::MPI_Rget(d, n, byte, t, disp, n, byte, win, &mut r) }), "MPI_Rget")?;
             reqs.push(r);
             Ok(())
         })

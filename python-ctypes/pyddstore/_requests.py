@@ -11,12 +11,29 @@ start is collective, as ``get_batch`` is: every rank starts the same
 requests in the same order.
 """
 
+import atexit
 import threading
+import weakref
 
 from . import _lib
 from ._errors import BadStateError
 
 _ffi = _lib.ffi
+
+# Requests not yet waited for. At interpreter exit they are waited for
+# (`_finish_at_exit`) *before* mpi4py's MPI_Finalize: that handler is
+# registered at the first start, after mpi4py's own (a store needs MPI
+# running, so mpi4py.MPI was imported before), and atexit runs handlers in
+# reverse order. MPI_Finalize with reads still running on library threads is
+# safe only where the program calls libddstore's MPI_Finalize, which mpi4py
+# does not (see docs/guarantees.md).
+_live = weakref.WeakSet()
+_at_exit = []
+
+
+def _finish_at_exit():
+    for req in list(_live):
+        req._abandon()
 
 
 class BatchRequest:
@@ -62,9 +79,9 @@ class BatchRequest:
                 self._arr = self._idx = None
         return None
 
-    def __del__(self):
-        # An abandoned request: its read still writes arr, which this object
-        # keeps alive, so wait for it before letting go.
+    def _abandon(self):
+        # Its read still writes arr, which this object keeps alive, so wait
+        # for it before letting go.
         req = getattr(self, "_req", None)
         if req is not None:
             self._req = None
@@ -72,6 +89,9 @@ class BatchRequest:
                 self._lib.dds_request_free(req)
             except Exception:  # interpreter shutdown
                 pass
+
+    def __del__(self):
+        self._abandon()
 
 
 def start(store, name, arr, indices):
@@ -86,4 +106,9 @@ def start(store, name, arr, indices):
     rc = store._lib.dds_get_batch_start(h, var.cname, ptr, nbytes, iptr, n, out)
     if rc:
         store._check(rc)
-    return BatchRequest(store, out[0], arr, idx)
+    req = BatchRequest(store, out[0], arr, idx)
+    _live.add(req)
+    if not _at_exit:
+        atexit.register(_finish_at_exit)
+        _at_exit.append(True)
+    return req

@@ -49,3 +49,57 @@ def test_rows_local_counts(comm, method, setting, monkeypatch):
     comm.Barrier()
     store.free()
     assert agree(comm, ok), (prof, want_local)
+
+
+def _gone_pid():
+    """The pid of a process that has exited (and been reaped)."""
+    import subprocess
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_stale_segments_are_removed_by_create(comm, tmp_path, monkeypatch):
+    """Issue 35: a segment whose creating process is gone
+    (ddstore.<pid>.<n>, owned by us) is removed by the next store made on the
+    node, in DDSTORE_SHM_DIR and in /dev/shm; one of a live process, and
+    other names, stay."""
+    import os
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setenv("DDSTORE_SHM_DIR", str(shm))
+    dead = _gone_pid()
+    stale = [shm / f"ddstore.{dead}.{comm.rank}", f"/dev/shm/ddstore.{dead}.{900000 + comm.rank}"]
+    live = [shm / f"ddstore.{os.getpid()}.{800000 + comm.rank}", shm / f"ddstore.1.{comm.rank}",
+            shm / f"ddstore.{dead}.x"]
+    for f in stale + live:
+        with open(f, "wb") as out:
+            out.write(b"x")
+    comm.Barrier()
+    store = make_store(comm, 0)
+    store.free()
+    ok = not any(os.path.exists(f) for f in stale) and all(os.path.exists(f) for f in live)
+    for f in stale + live:
+        if os.path.exists(f):
+            os.unlink(f)
+    assert agree(comm, ok)
+
+
+def test_cleanup_command(comm, tmp_path):
+    """`python -m pyddstore.cleanup [--dry-run] DIR`: the same rule by hand."""
+    import os
+    import subprocess
+    import sys
+    d = tmp_path / "c"
+    d.mkdir()
+    dead = _gone_pid()
+    gone, mine, other = d / f"ddstore.{dead}.3", d / f"ddstore.{os.getpid()}.3", d / f"x.{dead}.3"
+    for f in (gone, mine, other):
+        f.write_bytes(b"x")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "pyddstore.cleanup", *a, str(d)],  # noqa: E731
+                                    capture_output=True, text=True, check=True).stdout
+    dry = run("--dry-run")
+    ok = dry.strip() == f"would remove {gone}" and gone.exists()
+    out = run()
+    ok = ok and out.strip() == f"removed {gone}" and not gone.exists() and mine.exists() and other.exists()
+    assert agree(comm, ok), (dry, out)

@@ -11,6 +11,7 @@
 //! (a panic must not unwind into C), records the error message for
 //! `dds_last_error` and turns the error kind into a `dds_status`.
 
+pub mod finalize;
 pub mod library;
 pub mod ragged;
 pub mod reads;

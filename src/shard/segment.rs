@@ -362,6 +362,56 @@ impl Drop for Segment {
     }
 }
 
+/// Removes the segments in `dir` that a process which no longer exists left
+/// behind (`ddstore.<pid>.<n>`: a rank killed between creating its segment
+/// and unlinking it once its node's peers have mapped it, see
+/// transport::local). A file is removed only when all of these hold: it is a
+/// regular file (not a link), owned by this process's effective user, its
+/// pid is not ours, and `kill(pid, 0)` fails with ESRCH (no such process).
+/// A live process, another user's, or a pid that cannot be asked
+/// (EPERM) keeps its files. Caveat: a process of this user in another pid
+/// namespace sharing this directory looks gone from here; its segments are
+/// named only while it registers a variable, and losing the name then makes
+/// its peers fall back to the transport for that variable, never read wrong
+/// rows. Returns the paths removed. `python -m pyddstore.cleanup` applies
+/// the same rule by hand (docs/troubleshooting.md).
+pub fn remove_stale(dir: &str) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+    // SAFETY: plain queries of this process.
+    let (me, uid) = unsafe { (libc::getpid(), libc::geteuid()) };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(stale_pid) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else { continue };
+        use std::os::unix::fs::MetadataExt;
+        if !meta.file_type().is_file() || meta.uid() != uid {
+            continue;
+        }
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone =
+            unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && std::fs::remove_file(e.path()).is_ok() {
+            removed.push(e.path().display().to_string());
+        }
+    }
+    removed
+}
+
+/// The pid in a segment's file name `ddstore.<pid>.<n>` (digits only).
+fn stale_pid(name: &str) -> Option<libc::pid_t> {
+    let rest = name.strip_prefix("ddstore.")?;
+    let (pid, n) = rest.split_once('.')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid) || !digits(n) {
+        return None;
+    }
+    pid.parse::<libc::pid_t>().ok().filter(|&p| p > 0)
+}
+
 /// A read-only mapping of a peer's segment.
 pub(crate) struct Mapping {
     ptr: NonNull<u8>,
@@ -456,6 +506,38 @@ mod tests {
         assert!(!thp_policy_allows("[force]", m, "/home"), "force concerns tmpfs only");
         assert!(!thp_policy_allows("[never]", &format!("{m}tmpfs /tmp/a\\040b tmpfs rw 0 0\n"), "/tmp/a b"));
         assert!(!thp_policy_allows("[never]", "hugetlbfs /h hugetlbfs rw,huge=always 0 0\n", "/h"));
+    }
+
+    #[test]
+    fn stale_segments_of_gone_processes_are_removed() {
+        assert_eq!(stale_pid("ddstore.123.4"), Some(123));
+        for bad in
+            ["ddstore.123", "ddstore..4", "ddstore.12x.4", "ddstore.0.1", "ddstore.1.2.3", "x.1.2", "ddstore.1.-2"]
+        {
+            assert_eq!(stale_pid(bad), None, "{bad}");
+        }
+        let dir = std::env::temp_dir().join(format!("ddstore-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A pid that is gone: a child that has exited and been reaped.
+        let gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        let mut gone = gone;
+        gone.wait().unwrap();
+        let me = std::process::id();
+        let dead = dir.join(format!("ddstore.{gone_pid}.0"));
+        let alive = dir.join(format!("ddstore.{me}.7"));
+        let init = dir.join("ddstore.1.3"); // pid 1 exists
+        let other = dir.join(format!("other.{gone_pid}.0"));
+        let link = dir.join(format!("ddstore.{gone_pid}.1"));
+        for f in [&dead, &alive, &init, &other] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        let removed = remove_stale(dir.to_str().unwrap());
+        assert_eq!(removed, vec![dead.display().to_string()]);
+        assert!(!dead.exists() && alive.exists() && init.exists() && other.exists() && link.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(remove_stale("/nonexistent-ddstore-dir").is_empty());
     }
 
     #[test]

@@ -189,6 +189,13 @@ impl Store {
             Ok((method, o.width as i64, cfg, fcfg, gpu))
         });
         let ((method, width, cfg, fcfg, gpu), _) = enter(&world, Collective::Create, "", local, NO_PAYLOAD)?;
+        // Segments that killed processes left on this node (their names
+        // carry the pid): removed by the next store made here.
+        let mut dirs = vec![cfg.segments.dir.as_str(), crate::config::DEFAULT_SHM_DIR];
+        dirs.dedup();
+        for dir in dirs {
+            crate::shard::segment::remove_stale(dir);
+        }
         check_same_settings(&world, method, width, &cfg)?;
         let comm =
             if width == 0 || width as usize >= world.size() { world } else { world.split_groups(width as usize)? };
@@ -239,6 +246,8 @@ impl Store {
     /// calls unless MPI is MPI_THREAD_MULTIPLE: what `create` and
     /// `create_extra` start from.
     fn empty(comm: Comm, method: Method, cfg: Config, node: Arc<NodeMap>, gpu: GpuSettings) -> Store {
+        let requests = Requests::default();
+        requests.set_test_delay(cfg.test_request_delay_s);
         Store {
             batch_mode: cfg.batch_mode,
             comm,
@@ -252,7 +261,7 @@ impl Store {
             node,
             split: None,
             gpu,
-            requests: Requests::default(),
+            requests,
             async_comm: None,
             mpi_progress: Mutex::new(None),
         }
@@ -324,6 +333,10 @@ impl Store {
             );
         }
         let shared = if self.node.on { Shard::shared(bytes, src, seg)? } else { None };
+        if shared.is_some() && self.cfg.test_segment_delay_s > 0.0 {
+            // Testing aid: hold the window in which the segment has a name.
+            std::thread::sleep(std::time::Duration::from_secs_f64(self.cfg.test_segment_delay_s));
+        }
         match (shared, src) {
             (Some(s), _) => Ok(s),
             (None, Some(data)) => Shard::copy_of(data),
@@ -757,7 +770,8 @@ impl Store {
     /// runs it for its live stores in creation order, which is the order the
     /// collective creations happened in.
     pub fn release_mpi(&self) {
-        self.drain_requests();
+        // No request thread may call MPI once this returns (request.rs).
+        self.requests.finalize();
         // The progress thread calls MPI: it stops before anything is freed.
         if let Some(mut p) = self.mpi_progress.lock().take() {
             p.stop();

@@ -21,6 +21,18 @@
 //! join, epochs, destroy) first drain the requests: a running read holds the
 //! registry's read lock, and a collective one waits for the other ranks.
 //!
+//! MPI_Finalize with requests in flight (the finalize hook, `finalize`): no
+//! request that has not started may start (it would call MPI while MPI
+//! shuts down): one-sided requests still queued complete at once with
+//! DDS_ERR_BAD_STATE ("MPI was finalized with this request in flight");
+//! reads already running finish (their MPI requests must complete before
+//! their windows go); the collective lane runs its queue to the end, since
+//! every rank started the same exchanges and a rank that skipped one would
+//! leave its peers waiting in it. Then the threads are joined, before MPI
+//! goes on shutting down. Library threads call MPI through `mpi`'s gate
+//! (one at a time, calls that return at once), which is what keeps them
+//! safe in the moments of `MPI_Finalize` before the hook runs.
+//!
 //! Device destinations: the rows arrive in a host bounce buffer the request
 //! owns, copied to the device by the wait (on the waiting thread, which is
 //! where the caller's CUDA context is).
@@ -28,6 +40,8 @@
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -121,13 +135,21 @@ enum Lane {
     Onesided = 1,
 }
 
+/// A queued request: its read, its completion, and when it was started.
+type Queued = (Job, Arc<Done>, Instant);
+
 #[derive(Default)]
 struct Lanes {
-    queues: [VecDeque<(Job, Arc<Done>)>; 2],
+    queues: [VecDeque<Queued>; 2],
     threads: [usize; 2],
+    /// The threads of both lanes, joined at MPI_Finalize.
+    handles: Vec<JoinHandle<()>>,
     /// Submitted and not yet finished.
     in_flight: usize,
     closed: bool,
+    /// `DDSTORE_TEST_REQUEST_DELAY_S` (testing aid): a request waits this long
+    /// in its queue before a thread takes it.
+    delay: Duration,
 }
 
 #[derive(Default)]
@@ -162,22 +184,24 @@ impl Requests {
         let done = Arc::new(Done::default());
         let mut l = self.shared.lanes.lock();
         if l.closed {
-            bail!(BadState, "the store is being destroyed; no new requests");
+            bail!(BadState, "the store is being destroyed (or MPI finalized); no new requests");
         }
         let want = if lane == Lane::Collective { 1 } else { ONESIDED_THREADS };
         while l.threads[lane as usize] < want {
             let sh = self.shared.clone();
-            std::thread::Builder::new()
+            let handle = std::thread::Builder::new()
                 .name("ddstore-request".into())
                 .spawn(move || {
                     set_policy(priority);
                     waiting::mark_request_thread();
+                    crate::mpi::mark_library_thread();
                     worker(sh, lane)
                 })
                 .map_err(|e| err!(NoMemory, "cannot start a request thread: {e}"))?;
+            l.handles.push(handle);
             l.threads[lane as usize] += 1;
         }
-        l.queues[lane as usize].push_back((job, done.clone()));
+        l.queues[lane as usize].push_back((job, done.clone(), Instant::now()));
         l.in_flight += 1;
         self.shared.work[lane as usize].notify_one();
         Ok(done)
@@ -194,8 +218,49 @@ impl Requests {
     /// Refuses new requests, then drains (`dds_destroy`).
     pub fn close(&self) {
         self.shared.lanes.lock().closed = true;
+        // Threads held by the testing aid's delay take their work now.
+        self.shared.wake_all();
         self.drain();
         self.shared.wake_all();
+    }
+
+    /// MPI_Finalize has begun (the finalize hook): refuses new requests,
+    /// completes the one-sided requests not yet started with
+    /// DDS_ERR_BAD_STATE, lets the running ones and the collective lane
+    /// finish (see the module's notes), then joins every thread, so none
+    /// calls MPI once this returns.
+    pub fn finalize(&self) {
+        let cancelled: Vec<Queued> = {
+            let mut l = self.shared.lanes.lock();
+            l.closed = true;
+            let q: Vec<Queued> = l.queues[Lane::Onesided as usize].drain(..).collect();
+            l.in_flight -= q.len();
+            if l.in_flight == 0 {
+                self.shared.idle.notify_all();
+            }
+            q
+        };
+        self.shared.wake_all();
+        for (job, done, _) in cancelled {
+            // The job (and the store it holds) goes before the request is
+            // marked done, as in `worker`.
+            drop(job);
+            done.set(Err(err!(
+                BadState,
+                "MPI was finalized with this request in flight (it had not started: no rows were read)"
+            )));
+        }
+        self.drain();
+        self.shared.wake_all();
+        let handles = std::mem::take(&mut self.shared.lanes.lock().handles);
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+
+    /// Sets the testing aid `DDSTORE_TEST_REQUEST_DELAY_S`.
+    pub fn set_test_delay(&self, seconds: f64) {
+        self.shared.lanes.lock().delay = Duration::from_secs_f64(seconds);
     }
 }
 
@@ -223,7 +288,15 @@ fn set_policy(priority: RequestPriority) {
 fn worker(sh: Arc<Shared>, lane: Lane) {
     let mut l = sh.lanes.lock();
     loop {
-        if let Some((job, done)) = l.queues[lane as usize].pop_front() {
+        // The testing aid: a request younger than the delay waits (on the
+        // condition, so that closing or finalizing wakes this thread).
+        let young = l.queues[lane as usize].front().map(|q| q.2.elapsed()).filter(|age| *age < l.delay);
+        if let (Some(age), false) = (young, l.closed) {
+            let left = l.delay - age;
+            sh.work[lane as usize].wait_for(&mut l, left);
+            continue;
+        }
+        if let Some((job, done, _)) = l.queues[lane as usize].pop_front() {
             // The job (and the store it holds) is consumed before the
             // request is marked done, so a drained store has no other owner.
             parking_lot::MutexGuard::unlocked(&mut l, || {

@@ -46,6 +46,7 @@ impl RmaProgress {
         let handle = std::thread::Builder::new()
             .name("ddstore-mpi-progress".into())
             .spawn(move || {
+                crate::mpi::mark_library_thread();
                 while !flag.load(Ordering::Acquire) {
                     mine.poke_progress();
                     std::thread::sleep(sleep);
