@@ -90,6 +90,13 @@ test-c: install-test-prefix
 	./scripts/check-hugepages.sh $(BUILD)/capi-tests
 	./scripts/check-dev-shm.sh check $(BUILD)/dev-shm-before-c.txt
 
+# Method 1's interface choice across two simulated nodes (network
+# namespaces, hydra through a launcher that enters them): needs root and
+# namespaces, else it says SKIPPED loudly. See scripts/netns-iface.sh.
+.PHONY: test-netns
+test-netns: install-test-prefix
+	./scripts/netns-iface.sh $(TEST_PREFIX) $(BUILD)/netns
+
 # The library built against Open MPI (beside MPICH) and its core C, C++ and
 # Fortran tests under mpiexec.openmpi, the pkg-config consumers, a DESTDIR
 # install. See scripts/test-openmpi.sh and docs/install.md.
@@ -172,7 +179,7 @@ fuzz:
 # /dev/shm is listed before and checked after: nothing the suite created
 # (node-local segments, libfabric shm regions) may be left behind.
 # Each stage prints when it starts, so a slow CI run shows where the time went.
-TEST_STAGES = test-rust test-c test-openmpi test-sanitize test-python test-staged test-rocm test-docs fuzz
+TEST_STAGES = test-rust test-c test-netns test-openmpi test-sanitize test-python test-staged test-rocm test-docs fuzz
 test: deps
 	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-test.txt
 	@for stage in $(TEST_STAGES); do \
