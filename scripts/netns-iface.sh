@@ -20,7 +20,10 @@
 # Not root, or no network namespaces: a loud SKIP (exit 0), never silent.
 # Usage: scripts/netns-iface.sh PREFIX BUILD_DIR
 #   PREFIX: an installed libddstore (make install-test-prefix's build/prefix);
-#   MPIEXEC/MPICC (default Debian's MPICH): the MPI to launch with.
+#   MPIEXEC/MPICC (default Debian's MPICH): the MPI to launch with;
+#   MPI_ABI_LIB: an MPICH-ABI libmpi.so.12 to run the MPICH build under
+#   instead (make test-netns passes the MPICH 5 wheel's: Debian's 4.0.2
+#   often hangs in MPI_Finalize over UCX tcp, docs/portability.md).
 set -euo pipefail
 prefix=$(cd "${1:?usage: $0 PREFIX BUILD_DIR}" && pwd)
 b=${2:?usage: $0 PREFIX BUILD_DIR}
@@ -100,6 +103,14 @@ chmod +x "$b/launcher.sh"
 "$MPICC" -O1 -I"$prefix/include" -I"$root/capi-tests" "$root/capi-tests/test_iface_nodes.c" \
     -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lddstore -o "$b/test_iface_nodes"
 
+if [ -n "${MPI_ABI_LIB:-}" ]; then
+    # Debian's MPICH programs (and libddstore) need libmpich.so.12; an
+    # MPICH-ABI library is libmpi.so.12: the same ABI under the other name.
+    mkdir -p "$b/abi"
+    ln -sf "$MPI_ABI_LIB" "$b/abi/libmpich.so.12"
+    export LD_LIBRARY_PATH=$b/abi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+echo "netns-iface: MPI: $(ldd "$b/test_iface_nodes" | awk '/libmpi/ {print $1, $3}' | tr '\n' ' ')"
 unset FABRIC_IFACE FI_TCP_IFACE FI_SOCKETS_IFACE DDSTORE_FABRIC
 export UCX_TLS=self,sm,tcp UCX_NET_DEVICES=ddspv0 DDSTORE_READ_TIMEOUT_S=${DDSTORE_READ_TIMEOUT_S:-5}
 passed=0 failed=0
