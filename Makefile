@@ -110,6 +110,14 @@ test-netns: install-test-prefix
 test-openmpi: install-test-prefix $(VENV)/.cffi
 	PYTHON=$(VENV)/bin/python MPICH_LIB=$(TEST_PREFIX)/lib/libddstore.so ./scripts/test-openmpi.sh $(BUILD)/openmpi
 
+# The MPIs of the big machines from PyPI (MPICH 5, Open MPI 5, Intel MPI):
+# the library built against each and the core C tests on 2 ranks; the MPICH
+# build unchanged under Intel MPI's runtime. A wheel that cannot be installed
+# or run fails the stage. See scripts/mpis/test.sh and docs/portability.md.
+.PHONY: test-mpis
+test-mpis: install-test-prefix
+	./scripts/mpis/test.sh $(TEST_PREFIX)
+
 # The core C tests under AddressSanitizer + UBSan (the library rebuilt with
 # -Zsanitizer=address in target/asan; SANITIZE_RUST=0 keeps the release
 # build) and under valgrind memcheck, 2 ranks each; any report fails. Logs in
@@ -185,7 +193,7 @@ fuzz:
 # /dev/shm is listed before and checked after: nothing the suite created
 # (node-local segments, libfabric shm regions) may be left behind.
 # Each stage prints when it starts, so a slow CI run shows where the time went.
-TEST_STAGES = test-rust test-c test-netns test-openmpi test-sanitize test-python test-staged test-rocm test-docs fuzz
+TEST_STAGES = test-rust test-c test-netns test-openmpi test-mpis test-sanitize test-python test-staged test-rocm test-docs fuzz
 test: deps
 	./scripts/check-dev-shm.sh snapshot $(BUILD)/dev-shm-before-test.txt
 	@for stage in $(TEST_STAGES); do \
