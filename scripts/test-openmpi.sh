@@ -32,6 +32,11 @@ prefix=$b/prefix
 # (docs/install.md).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_osc=ucx
+# MPI_OMPI_OSC overrides that choice, empty for Open MPI's own (Open MPI 5's
+# ucx component refuses UCX_TLS=self,sm, and its own choice works).
+if [ -n "${MPI_OMPI_OSC+set}" ]; then
+    if [ -n "$MPI_OMPI_OSC" ]; then export OMPI_MCA_osc=$MPI_OMPI_OSC; else unset OMPI_MCA_osc; fi
+fi
 export UCX_TLS=self,sm FABRIC_IFACE=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 name=${MPI_NAME:-openmpi}
 cc=${MPI_CC:-mpicc.openmpi}

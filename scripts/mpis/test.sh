@@ -51,16 +51,19 @@ run_mpich() (
         MPI_EXEC=$m/mpich/bin/mpiexec MPI_EXEC_FLAGS= MPI_LIB_RE="$m/mpich/lib/libmpi\.so\.12" \
         ./scripts/test-openmpi.sh build/mpis-test/mpich5
 )
+# Open MPI 5 likewise ships the libfabric (2.x) its libmpi.so.40 needs.
 run_openmpi() (
-    export LD_LIBRARY_PATH=$m/openmpi/lib
-    MPI_NAME=openmpi5 MPI_CC=$m/openmpi/bin/mpicc MPI_CXX=$m/openmpi/bin/mpicxx MPI_FC= \
+    export LD_LIBRARY_PATH=$m/openmpi/lib:$m/openmpi/lib/openmpi
+    MPI_OMPI_OSC= MPI_NAME=openmpi5 MPI_CC=$m/openmpi/bin/mpicc MPI_CXX=$m/openmpi/bin/mpicxx MPI_FC= \
         MPI_EXEC=$m/openmpi/bin/mpiexec MPI_EXEC_FLAGS=--oversubscribe \
         MPI_LIB_RE="$m/openmpi/lib/libmpi\.so\.40" ./scripts/test-openmpi.sh build/mpis-test/openmpi5
 )
 # Intel MPI on one node over shared memory (its libfabric, a dependency the
 # registry does not have, is then not needed).
 run_impi() (
-    export I_MPI_FABRICS=shm LD_LIBRARY_PATH=$m/impi/lib
+    # The wheel's compiler wrappers hold a placeholder for their install
+    # directory; I_MPI_ROOT (what Intel's vars.sh sets) replaces it.
+    export I_MPI_FABRICS=shm LD_LIBRARY_PATH=$m/impi/lib I_MPI_ROOT=$m/impi
     MPI_NAME=impi MPI_CC=$m/impi/bin/mpicc MPI_CXX=$m/impi/bin/mpicxx MPI_FC= \
         MPI_EXEC=$m/impi/bin/mpiexec MPI_EXEC_FLAGS= MPI_LIB_RE="$m/impi/lib/libmpi\.so\.12" \
         ./scripts/test-openmpi.sh build/mpis-test/impi
