@@ -128,28 +128,46 @@ fn family(text: &str) -> Option<&'static str> {
         .map(|(_, name)| name)
 }
 
-/// Fails when the MPI answering our calls is not the family whose mpi.h we
-/// were compiled against: the caller loaded another MPI first and the
-/// dynamic linker bound our MPI symbols to it (handles and constants then
-/// mean nothing to it). Nothing is checked when either side is unknown.
+/// The binary interface a family's mpi.h defines: MPICH, Intel MPI, MVAPICH
+/// and Cray MPICH share MPICH's (integer handles, the same constants; the
+/// MPICH ABI compatibility initiative), Open MPI has its own.
+fn abi(family: &str) -> &str {
+    match family {
+        "Intel MPI" | "MVAPICH" => "MPICH",
+        f => f,
+    }
+}
+
+/// Whether a library built against the mpi.h named `built` may run on the
+/// MPI whose version text is `running` (unknown on either side: yes).
+fn abi_compatible(built: &str, running: &str) -> bool {
+    match (family(built), family(running)) {
+        (Some(b), Some(r)) => abi(b) == abi(r),
+        _ => true,
+    }
+}
+
+/// Fails when the MPI answering our calls does not have the binary interface
+/// of the mpi.h we were compiled against: the caller loaded another MPI
+/// first and the dynamic linker bound our MPI symbols to it (handles and
+/// constants then mean nothing to it). An MPICH build runs on Intel MPI or
+/// Cray MPICH (same ABI). Nothing is checked when either side is unknown.
 pub fn check_same_mpi() -> Result<()> {
     let built = env!("DDSTORE_MPI_HEADER");
     let running = library_version();
-    match (family(built), family(&running)) {
-        (Some(b), Some(r)) if b != r => {
-            let (ours, others) = loaded_mpi_libraries();
-            let loaded: Vec<String> = ours.into_iter().chain(others).collect();
-            Err(err!(
-                BadState,
-                "libddstore was built against {built} (its mpi.h), but another MPI library is loaded in this \
-                 process and answers its MPI calls: {running} (MPI libraries loaded: {}): the caller (mpi4py or \
-                 the program) was built against a different MPI. Build mpi4py against libddstore's MPI, or \
-                 libddstore against the caller's (docs/troubleshooting.md)",
-                loaded.join(", ")
-            ))
-        }
-        _ => Ok(()),
+    if abi_compatible(built, &running) {
+        return Ok(());
     }
+    let (ours, others) = loaded_mpi_libraries();
+    let loaded: Vec<String> = ours.into_iter().chain(others).collect();
+    Err(err!(
+        BadState,
+        "libddstore was built against {built} (its mpi.h), but another MPI library is loaded in this \
+         process and answers its MPI calls: {running} (MPI libraries loaded: {}): the caller (mpi4py or \
+         the program) was built against a different MPI. Build mpi4py against libddstore's MPI, or \
+         libddstore against the caller's (docs/troubleshooting.md)",
+        loaded.join(", ")
+    ))
 }
 
 /// The error for `dds_create` when MPI is not initialised: names the other
@@ -1011,6 +1029,16 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(family(text), want, "{text:?}");
         }
+        // MPICH-ABI libraries run an MPICH build (the claim Cray and Intel MPI
+        // users rely on; make test-mpis runs it under Intel MPI); Open MPI
+        // does not, either way.
+        assert!(abi_compatible("MPICH 4.0.2", "Intel(R) MPI Library 2021.19.0 for Linux* OS"));
+        assert!(abi_compatible("MPICH 4.0.2", "MPI VERSION    : CRAY MPICH version 8.1.28.2"));
+        assert!(abi_compatible("MPICH 4.0.2", "MPICH Version:      5.0.2"));
+        assert!(abi_compatible("Intel MPI 2021.19", "MPICH Version:\t4.0.2"));
+        assert!(!abi_compatible("MPICH 4.0.2", "Open MPI v5.0.11"));
+        assert!(!abi_compatible("Open MPI 4.1.4", "Intel(R) MPI Library 2021.19.0"));
+        assert!(abi_compatible("Some MPI 1.0", "Open MPI v5.0.11"));
         // The build recorded the MPI of this build, and it is the one running here.
         assert_eq!(family(env!("DDSTORE_MPI_HEADER")), family(&library_version()));
         check_same_mpi().unwrap();

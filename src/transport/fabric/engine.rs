@@ -151,9 +151,10 @@ impl Call<'_> {
                 return Err(err!(
                     Timeout,
                     "{pending} read(s) from rank(s) {owners:?} not completed within {:.1} s on {} \
-                     (peer gone or not progressing; DDSTORE_READ_TIMEOUT_S)",
+                     ({}; DDSTORE_READ_TIMEOUT_S)",
                     limit.as_secs_f64(),
-                    self.fab.describe()
+                    self.fab.describe(),
+                    self.fab.stall_hint()
                 ));
             }
         }
