@@ -7,7 +7,7 @@
 #       2-rank C benchmark with one rank on each of 2 nodes (scripts/cluster/bench.sh)
 #
 # Installs what it needs (Debian's slurm-wlm and munge; MPICH 5 from PyPI in
-# build/cluster/mpich5), builds the library against that MPICH
+# build/mpis/mpich, by scripts/mpis/install.sh as make test-mpis does), builds the library against that MPICH
 # (target/mpich5, installed in build/cluster/prefix), the C test programs and
 # a Python venv with mpi4py for it (build/cluster/venv), then runs
 # scripts/cluster/suite.sh on 2 nodes x 2 ranks and on 4 nodes x 2 ranks,
@@ -20,7 +20,7 @@ B=$ROOT/build/cluster
 PARTS=${1:-c python slurm}
 BENCH=0
 if [ "$PARTS" = bench ]; then BENCH=1; shift; fi
-MPICH5=$B/mpich5
+MPICH5=$ROOT/build/mpis/mpich
 PY_BASE=${CLUSTER_PYTHON:-python3}
 mkdir -p "$B"
 rm -f "$B/SKIPPED"
@@ -58,10 +58,9 @@ fi
 
 # MPICH 5 from PyPI: MPICH 4.0.2 (Debian 12's) often hangs in MPI_Finalize
 # over UCX's TCP transport, fixed upstream in 2023.
-if [ ! -x "$MPICH5/bin/mpicc" ]; then
-    echo "test-cluster: installing MPICH 5 from PyPI into $MPICH5"
-    "$PY_BASE" -m venv "$MPICH5" && "$MPICH5/bin/pip" install --quiet 'mpich>=5,<6' || die "pip install mpich failed"
-fi
+# The same pinned wheel as make test-mpis, so the cargo build in
+# target/mpich5 is shared between the two stages.
+./scripts/mpis/install.sh "$ROOT/build/mpis" mpich || die "cannot install MPICH 5 from PyPI"
 # Programs link libmpi, which needs the libfabric MPICH bundles.
 export LD_LIBRARY_PATH=$MPICH5/lib/mpich${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
