@@ -87,7 +87,7 @@ fi
     echo "---"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-if [ "$DRY" = 1 ] && { ldd "$DDSTORE_LIBRARY"; ldd "$bundle/bin/test_gpu"; } | grep -q "not found"; then
+if [ "$DRY" = 1 ] && grep -q "not found" <<<"$(ldd "$DDSTORE_LIBRARY"; ldd "$bundle/bin/test_gpu")"; then
     echo "gpu-check: the bundle has unresolved shared objects (see above)" >&2
     exit 2
 fi

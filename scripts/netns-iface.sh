@@ -43,8 +43,10 @@ tag=ddsp$$
 ns_br=$tag-br ns_hd=$tag-hd ns0=$tag-n0 ns1=$tag-n1
 cleanup() {
     for n in "$ns0" "$ns1" "$ns_hd" "$ns_br"; do ip netns del "$n" 2>/dev/null || true; done
-    if ip netns list | grep -q "^$tag-"; then
-        echo "netns-iface: namespaces left behind: $(ip netns list | grep "^$tag-")" >&2
+    local left
+    left=$(ip netns list | grep "^$tag-" || true)
+    if [ -n "$left" ]; then
+        echo "netns-iface: namespaces left behind: $left" >&2
         exit 1
     fi
 }

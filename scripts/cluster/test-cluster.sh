@@ -64,7 +64,7 @@ fi
 # Programs link libmpi, which needs the libfabric MPICH bundles.
 export LD_LIBRARY_PATH=$MPICH5/lib/mpich${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-echo "test-cluster: building the library against $("$MPICH5/bin/mpichversion" | head -1 | tr -s ' ')"
+echo "test-cluster: building the library against $("$MPICH5/bin/mpichversion" | sed -n 1p | tr -s ' ')"
 make --no-print-directory install MPICC="$MPICH5/bin/mpicc" TARGET_DIR=target/mpich5 PREFIX="$B/prefix" \
     PKG_BUILD="$B/pkg" > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; die "library build failed"; }
 BIN=$B/bin
@@ -108,14 +108,17 @@ case " $PARTS " in *" python "*|*" slurm "*)
     fi
     site=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     if ! "$PYTHON" -c 'import torch' 2> /dev/null; then
-        tsite=$(ls -d "${VENV:-$ROOT/.venv}"/lib/python3*/site-packages 2> /dev/null | head -1)
+        tsite=$(ls -d "${VENV:-$ROOT/.venv}"/lib/python3*/site-packages 2> /dev/null | sed -n 1p)
         [ -n "$tsite" ] && [ -d "$tsite/torch" ] || die "no torch in ${VENV:-$ROOT/.venv} (make's venv installs it)"
         echo "$tsite" > "$site/zz-project-venv-torch.pth"
     fi
     "$PYTHON" -c 'import torch' || die "$PYTHON: no torch"
     mpi_ext=$("$PYTHON" -c 'import importlib.util as u; print(u.find_spec("mpi4py.MPI").origin)') \
         || die "$PYTHON: no mpi4py"
-    ldd "$mpi_ext" | grep -q "$MPICH5/lib/libmpi" || die "$mpi_ext is not built for MPICH 5 ($MPICH5)"
+    # ldd's output whole before matching (`ldd | grep -q` under pipefail can
+    # fail on ldd's SIGPIPE).
+    mpi_ext_deps=$(ldd "$mpi_ext")
+    grep -qF "$MPICH5/lib/libmpi" <<<"$mpi_ext_deps" || die "$mpi_ext is not built for MPICH 5 ($MPICH5)"
     "$PYTHON" python-ctypes/pyddstore/_ffi_build.py python-ctypes > /dev/null || die "cannot generate the cffi module"
 esac
 export MPICH5 BIN PYTHON ROOT DDSTORE_LIBRARY=$B/prefix/lib/libddstore.so

@@ -83,12 +83,18 @@ run_impi-abi() (
         test_node_local >> "$b/capi-tests.log"
     export LD_LIBRARY_PATH=$b/abi:$m/impi/lib I_MPI_FABRICS=shm
     # The library and the programs are MPICH's; what answers is Intel MPI.
-    ldd "$mprefix/lib/libddstore.so" | grep -q "libmpich.so.12 => $b/abi/libmpich.so.12" \
-        || { echo "test-mpis: impi-abi: libddstore does not resolve libmpich.so.12 to Intel MPI" >&2; exit 1; }
-    ldd "$b/capi-tests/test_basic" | grep -q "libddstore.so.0 => $mprefix/lib/" \
-        || { echo "test-mpis: impi-abi: test_basic does not use the MPICH build of libddstore" >&2; exit 1; }
+    # ldd's output is taken whole before matching: under pipefail,
+    # `ldd | grep -q` fails when grep exits at its match and ldd then dies of
+    # SIGPIPE (it failed CI so, under load).
+    local lib_deps test_deps
+    lib_deps=$(ldd "$mprefix/lib/libddstore.so")
+    test_deps=$(ldd "$b/capi-tests/test_basic")
+    grep -qF "libmpich.so.12 => $b/abi/libmpich.so.12" <<<"$lib_deps" \
+        || { echo "test-mpis: impi-abi: libddstore does not resolve libmpich.so.12 to Intel MPI:" >&2; echo "$lib_deps" >&2; exit 1; }
+    grep -qF "libddstore.so.0 => $mprefix/lib/" <<<"$test_deps" \
+        || { echo "test-mpis: impi-abi: test_basic does not use the MPICH build of libddstore:" >&2; echo "$test_deps" >&2; exit 1; }
     echo "test-mpis: impi-abi: Intel MPI $("$m/impi/bin/python" -m pip show impi-rt | awk '/^Version/ {print $2}')" \
-        "answers the MPICH build's $(ldd "$mprefix/lib/libddstore.so" | awk '/libmpich/ {print $1, "=>", $3}')"
+        "answers the MPICH build's $(awk '/libmpich/ {print $1, "=>", $3}' <<<"$lib_deps")"
     (cd "$b/capi-tests" && ctest --output-on-failure --timeout 300 -R "$MPI_TESTS")
 )
 for n in "${names[@]}"; do stage "$n"; done
