@@ -12,6 +12,11 @@
  *   DDSTORE_MPI_PROGRESS=1 mpiexec -n 2 test_mpi_progress   (one-sided batch mode)
  *   DDSTORE_MPI_PROGRESS=1 ... test_mpi_progress collective
  *   ... test_mpi_progress config              (the setting's errors, on every rank)
+ *
+ * With DDSTORE_MPI_PROGRESS unset (auto), the thread must run exactly when
+ * the ranks span more than one node (checked through dds_store_settings):
+ * the multi-node stage runs this program so on 2 nodes, where without the
+ * thread rank 0's reads of the other node's rows would wait for the guard.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -90,6 +95,32 @@ static void quiet_owner(dds_store *s, int onesided_batch) {
   if (t_rank == 0) unlink(flag);
 }
 
+/* 1 if the ranks of `comm` span more than one node (MPI's shared split). */
+static int spans_nodes(MPI_Comm comm) {
+  MPI_Comm node;
+  int n, all;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  MPI_Comm_size(comm, &all);
+  int spans = n < all, any = 0;
+  MPI_Allreduce(&spans, &any, 1, MPI_INT, MPI_MAX, comm);
+  return any;
+}
+
+/* What `auto` (the default) chose: the thread runs where the store spans
+ * nodes and MPI runs with MPI_THREAD_MULTIPLE, and only there. */
+static void expect_auto_choice(dds_store *s) {
+  int provided;
+  MPI_Query_thread(&provided);
+  dds_settings st;
+  st.struct_size = sizeof st;
+  CHECK(dds_store_settings(s, &st));
+  int want = spans_nodes(MPI_COMM_WORLD) && provided == MPI_THREAD_MULTIPLE;
+  if (st.mpi_progress != want) fprintf(stderr, "rank %d: auto progress thread %d, expected %d\n", t_rank, st.mpi_progress, want);
+  EXPECT(st.mpi_progress == want);
+}
+
 /* The setting's errors: a bad word, and "on" without MPI_THREAD_MULTIPLE
  * (checked by the library, so this program initialises MPI itself). */
 static void config_errors(void) {
@@ -102,6 +133,12 @@ static void config_errors(void) {
   EXPECT(s == NULL);
   setenv("DDSTORE_MPI_PROGRESS", "off", 1);
   CHECK(dds_create_comm(MPI_COMM_WORLD, &o, &s));
+  CHECK(dds_destroy(s));
+  s = NULL;
+  /* auto never fails create: without MPI_THREAD_MULTIPLE it stays off. */
+  setenv("DDSTORE_MPI_PROGRESS", " Auto", 1);
+  CHECK(dds_create_comm(MPI_COMM_WORLD, &o, &s));
+  expect_auto_choice(s);
   CHECK(dds_destroy(s));
   s = NULL;
   int provided;
@@ -132,6 +169,7 @@ int main(int argc, char **argv) {
   } else if (t_size >= 2) {
     int onesided = strcmp(what, "collective") != 0;
     dds_store *s = make(onesided ? DDS_BATCH_ONESIDED : DDS_BATCH_COLLECTIVE);
+    if (!getenv("DDSTORE_MPI_PROGRESS")) expect_auto_choice(s);
     quiet_owner(s, onesided);
     CHECK(dds_destroy(s));
   } else {

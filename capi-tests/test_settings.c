@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
     set("DDSTORE_MPI_PROGRESS", t_rank == t_size - 1 ? "1" : NULL);
     CHECK(dds_options_init(&o));
     char want[128];
-    snprintf(want, sizeof want, "rank 0 has 0 (off), rank %d has 1 (on)", t_size - 1);
+    snprintf(want, sizeof want, "rank 0 has auto, rank %d has 1 (on)", t_size - 1);
     EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s), DDS_ERR_INVALID_ARGUMENT, want);
     EXPECT_ERR(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s), DDS_ERR_INVALID_ARGUMENT,
                "DDSTORE_MPI_PROGRESS differs across ranks");

@@ -70,6 +70,48 @@ pub enum RequestPriority {
 pub const REQUEST_PRIORITIES: &[(&str, RequestPriority)] =
     &[("batch", RequestPriority::Batch), ("normal", RequestPriority::Normal), ("idle", RequestPriority::Idle)];
 
+/// `DDSTORE_MPI_PROGRESS`: when a method-0 store runs its MPI progress
+/// thread (transport/rma_progress.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MpiProgress {
+    Off = 0,
+    On = 1,
+    /// Default: on where the store's ranks span more than one node and MPI
+    /// runs with MPI_THREAD_MULTIPLE. There a read of another node's rows
+    /// goes through MPI, and an owner waiting outside MPI (in DDP's gloo
+    /// allreduce, say) would never serve it: the job hangs. On one node
+    /// same-node rows are copied from shared memory, and the thread's cost
+    /// (3-5x slower prefetched one-sided steps under Open MPI 4.1) buys
+    /// nothing, so it stays off.
+    Auto = 2,
+}
+
+impl MpiProgress {
+    pub fn name(self) -> &'static str {
+        match self {
+            MpiProgress::Off => "0 (off)",
+            MpiProgress::On => "1 (on)",
+            MpiProgress::Auto => "auto",
+        }
+    }
+}
+
+fn mpi_progress(value: Option<String>) -> Result<MpiProgress> {
+    match value {
+        Some(v) if v.trim().eq_ignore_ascii_case("auto") => Ok(MpiProgress::Auto),
+        None => Ok(MpiProgress::Auto),
+        v => match switch("DDSTORE_MPI_PROGRESS", v.clone(), false) {
+            Ok(true) => Ok(MpiProgress::On),
+            Ok(false) => Ok(MpiProgress::Off),
+            Err(_) => bail!(
+                InvalidArgument,
+                "DDSTORE_MPI_PROGRESS={:?} is not auto or a switch: use auto, 1/0, on/off, true/false or yes/no",
+                v.unwrap_or_default()
+            ),
+        },
+    }
+}
+
 /// Whether node-local segments use hugetlbfs pages (`DDSTORE_HUGEPAGES`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HugePages {
@@ -189,9 +231,8 @@ pub struct Config {
     pub progress_sleep_us: u64,
     /// `DDSTORE_MPI_PROGRESS`: a method-0 store's progress thread, which
     /// lets MPI serve other ranks' passive-target reads of this rank's
-    /// shards while the caller makes no MPI call (default off: see
-    /// transport/rma_progress.rs for why it is not on by default).
-    pub mpi_progress: bool,
+    /// shards while the caller makes no MPI call (see [`MpiProgress`]).
+    pub mpi_progress: MpiProgress,
     /// `DDSTORE_REQUEST_PRIORITY` (see [`RequestPriority`]).
     pub request_priority: RequestPriority,
     /// `DDSTORE_NODE_LOCAL`: copy rows owned by ranks of the same node
@@ -285,7 +326,7 @@ impl Config {
                 text("DDSTORE_PROGRESS_SLEEP_US"),
                 DEFAULT_PROGRESS_SLEEP_US,
             )?,
-            mpi_progress: switch("DDSTORE_MPI_PROGRESS", text("DDSTORE_MPI_PROGRESS"), false)?,
+            mpi_progress: mpi_progress(text("DDSTORE_MPI_PROGRESS"))?,
             request_priority: request_priority(text("DDSTORE_REQUEST_PRIORITY"))?,
             node_local: switch("DDSTORE_NODE_LOCAL", text("DDSTORE_NODE_LOCAL"), true)?,
             node_local_width: ranks("DDSTORE_TEST_NODE_LOCAL_WIDTH", text("DDSTORE_TEST_NODE_LOCAL_WIDTH"))?,
@@ -450,10 +491,21 @@ mod tests {
         assert!(c.fabric.is_none());
         assert_eq!(c.progress_sleep_us, DEFAULT_PROGRESS_SLEEP_US);
         assert!(!c.fabric_local_mr);
-        assert!(!c.mpi_progress);
-        assert!(parse(&[("DDSTORE_MPI_PROGRESS", "on")]).unwrap().mpi_progress);
-        assert!(!parse(&[("DDSTORE_MPI_PROGRESS", "0")]).unwrap().mpi_progress);
-        assert!(parse(&[("DDSTORE_MPI_PROGRESS", "sometimes")]).unwrap_err().msg.contains("DDSTORE_MPI_PROGRESS"));
+        assert_eq!(c.mpi_progress, MpiProgress::Auto);
+        for (v, want) in [
+            ("on", MpiProgress::On),
+            ("1", MpiProgress::On),
+            ("0", MpiProgress::Off),
+            ("off", MpiProgress::Off),
+            (" AUTO ", MpiProgress::Auto),
+            ("", MpiProgress::Auto),
+        ] {
+            assert_eq!(parse(&[("DDSTORE_MPI_PROGRESS", v)]).unwrap().mpi_progress, want, "{v}");
+        }
+        for v in ["sometimes", "2"] {
+            let e = parse(&[("DDSTORE_MPI_PROGRESS", v)]).unwrap_err().msg;
+            assert!(e.contains("DDSTORE_MPI_PROGRESS") && e.contains("auto"), "{e}");
+        }
         assert_eq!(c.request_priority, RequestPriority::Batch);
         for (v, want) in [
             ("idle", RequestPriority::Idle),

@@ -91,6 +91,12 @@ part_c() {
         c_case DDSTORE_BATCH_MODE=onesided -- test_node_local
         c_case DDSTORE_NODE_LOCAL=1 -- test_batch_modes
         c_case DDSTORE_NODE_LOCAL=0 -- test_batch_modes
+        # DDSTORE_MPI_PROGRESS unset (auto): the thread runs because the store
+        # spans nodes, and rank 0 reads rank 1's rows while rank 1 makes no MPI
+        # call (one rank per node: rank 1 is on the other node).
+        case_ "C $N x 1: test_mpi_progress (auto), one-sided batches" mpx 0 "$N" 1 "$BIN/test_mpi_progress"
+        case_ "C $N x 1: test_mpi_progress (auto), collective mode" mpx 0 "$N" 1 "$BIN/test_mpi_progress" collective
+        c_case DDSTORE_NODE_LOCAL=0 -- test_mpi_progress
         # Method 1 over libfabric's tcp provider on the veths.
         c_case DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp -- test_basic
         c_case DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp DDSTORE_NODE_LOCAL=0 -- test_basic
@@ -137,9 +143,11 @@ part_python() {
     fi
     if [ "$N" = 2 ]; then
         # Method 0's one-sided loader reads across nodes need the owners' MPI
-        # progress (examples/slurm/torch_quickstart.sbatch says why).
-        case_ "torch_quickstart.py $N x 2, method 0 (DDSTORE_MPI_PROGRESS=1)" \
-            mpx 0 "$N" 2 env DDSTORE_METHOD=0 DDSTORE_MPI_PROGRESS=1 MASTER_ADDR="${NODES[0]}" MASTER_PORT=29500 \
+        # progress: DDSTORE_MPI_PROGRESS's default (auto) turns the thread on
+        # for a store that spans nodes; without it this job hung in its first
+        # step (docs/pytorch.md).
+        case_ "torch_quickstart.py $N x 2, method 0 (DDSTORE_MPI_PROGRESS unset: auto)" \
+            mpx 0 "$N" 2 env -u DDSTORE_MPI_PROGRESS DDSTORE_METHOD=0 MASTER_ADDR="${NODES[0]}" MASTER_PORT=29500 \
             "$PYTHON" $py/tests/scripts/torch_quickstart.py
         case_ "torch_quickstart.py $N x 2, method 1" \
             mpx 0 "$N" 2 env DDSTORE_METHOD=1 DDSTORE_FABRIC=tcp MASTER_ADDR="${NODES[0]}" MASTER_PORT=29501 \

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::BatchMode;
-use crate::config::Config;
+use crate::config::{Config, MpiProgress};
 use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
@@ -208,12 +208,13 @@ impl Store {
         // Agreed, so that every rank runs the thread or none does (it is
         // collective to start: a private duplicate of the communicator).
         let progress_wanted = match (method, cfg.mpi_progress) {
-            (Method::Mpi, true) if mpi_lock.is_some() => Err(err!(
+            (Method::Mpi, MpiProgress::On) if mpi_lock.is_some() => Err(err!(
                 InvalidArgument,
                 "DDSTORE_MPI_PROGRESS=1 needs MPI initialised with MPI_THREAD_MULTIPLE (the thread calls MPI \
                  beside the caller's calls)"
             )),
-            (Method::Mpi, on) => Ok(on),
+            (Method::Mpi, MpiProgress::On) => Ok(true),
+            (Method::Mpi, MpiProgress::Auto) => progress_auto(&comm, mpi_lock.is_none()),
             _ => Ok(false),
         };
         let mpi_progress = if agree(&comm, progress_wanted)? {
@@ -824,6 +825,17 @@ impl Store {
     }
 }
 
+/// Collective: `DDSTORE_MPI_PROGRESS=auto`'s choice, the same on every rank:
+/// on where the store spans more than one node (MPI's shared-memory split
+/// of its communicator, not the testing aid's simulated nodes) and every
+/// rank has MPI_THREAD_MULTIPLE (see config::MpiProgress).
+fn progress_auto(comm: &Comm, thread_multiple: bool) -> Result<bool> {
+    let node = comm.split_shared()?;
+    let mut all = [(node.size() == comm.size()) as i64, thread_multiple as i64];
+    comm.allreduce_min(&mut all)?;
+    Ok(all[0] == 0 && all[1] == 1)
+}
+
 /// Collective over the ranks of `dds_create`: the settings every rank must
 /// share are the same on every rank, or every rank fails with a message
 /// naming the setting, where it comes from, two ranks and their values.
@@ -835,7 +847,12 @@ fn check_same_settings(world: &Comm, method: Method, width: i64, cfg: &Config) -
         x if x == Exchange::SendRecv as i64 => "sendrecv",
         _ => "auto",
     };
-    let on_off = |v: i64| if v != 0 { "1 (on)" } else { "0 (off)" };
+    let progress = |v: i64| {
+        [MpiProgress::Off, MpiProgress::On, MpiProgress::Auto]
+            .into_iter()
+            .find(|p| *p as i64 == v)
+            .map_or("?", |p| p.name())
+    };
     // (what, where it comes from, how to show a value)
     type Show = Box<dyn Fn(i64) -> String>;
     let settings: [(&str, &str, Show); 6] = [
@@ -844,7 +861,7 @@ fn check_same_settings(world: &Comm, method: Method, width: i64, cfg: &Config) -
         ("method", "options.method", Box::new(|v| v.to_string())),
         ("DDSTORE_BATCH_EXCHANGE", "the environment", Box::new(move |v| exchange(v).to_string())),
         ("batch mode", "DDSTORE_BATCH_MODE or options.batch_mode", Box::new(move |v| mode(v).to_string())),
-        ("DDSTORE_MPI_PROGRESS", "the environment, method 0", Box::new(move |v| on_off(v).to_string())),
+        ("DDSTORE_MPI_PROGRESS", "the environment, method 0", Box::new(move |v| progress(v).to_string())),
     ];
     let mine = [
         width,
@@ -852,7 +869,7 @@ fn check_same_settings(world: &Comm, method: Method, width: i64, cfg: &Config) -
         method.code() as i64,
         cfg.batch_exchange as i64,
         cfg.batch_mode as i64,
-        (method == Method::Mpi && cfg.mpi_progress) as i64,
+        if method == Method::Mpi { cfg.mpi_progress as i64 } else { MpiProgress::Off as i64 },
     ];
     let all = world.allgather(&mine)?;
     for (i, (what, source, show)) in settings.iter().enumerate() {

@@ -35,7 +35,8 @@ impl Settings {
             gpu_staging: cfg.gpu_staging,
             profiling: cfg.profile,
             node_local: cfg.node_local,
-            mpi_progress: cfg.mpi_progress,
+            // Without a store, `auto` cannot know the nodes: 1 only when forced on.
+            mpi_progress: cfg.mpi_progress == crate::config::MpiProgress::On,
             handshake_dir: crate::handshake::resolve_dir(None, cfg.handshake_dir.as_deref()),
         })
     }

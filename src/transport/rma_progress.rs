@@ -12,13 +12,16 @@
 //! `DDSTORE_PROGRESS_SLEEP_US` (as the fabric's serving thread does): never a
 //! spin that takes a core. It needs MPI_THREAD_MULTIPLE.
 //!
-//! It is off unless `DDSTORE_MPI_PROGRESS=1`, because it cannot be made safe
-//! for a store still alive when the caller calls `MPI_Finalize`: MPICH turns
-//! its locks into no-ops early in `MPI_Finalize`, before the attribute
-//! callback that lets the library stop the thread, so a probe in flight at
-//! that instant leaves a lock held and finalisation aborts ("pthread_mutex_destroy:
-//! Device or resource busy"; 1 exit in 40 here with the default sleep, 1 in
-//! 20 at 1 us). With the thread on, destroy the store before MPI_Finalize.
+//! `DDSTORE_MPI_PROGRESS` (config::MpiProgress) chooses it; by default it
+//! runs only for a store that spans nodes (there an owner waiting outside
+//! MPI, in DDP's gloo allreduce say, hangs the job), because it costs steps
+//! on one node and cannot be made safe for a store still alive when the
+//! caller reaches MPI's own `MPI_Finalize`: MPICH turns its locks into no-ops
+//! early in `MPI_Finalize`, before the attribute callback that lets the
+//! library stop the thread, so a probe in flight at that instant leaves a
+//! lock held and finalisation aborts ("pthread_mutex_destroy: Device or
+//! resource busy"; 1 exit in 40 here with the default sleep, 1 in 20 at
+//! 1 us). libddstore's own `MPI_Finalize` (capi/finalize.rs) stops it first.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
