@@ -65,11 +65,13 @@ for m in $methods; do
     done
     # MPI_Finalize with reads in flight (issue 35): at interpreter exit
     # (pyddstore waits for them before mpi4py finalizes) and by an explicit
-    # MPI.Finalize() (the library refuses the queued ones); the testing aid
-    # keeps them in flight. Method 0 in both batch modes.
+    # MPI.Finalize() (through libddstore's MPI_Finalize, which stops them
+    # first and refuses the queued ones); the testing aid keeps them in
+    # flight, and explicit:0 finalizes while they run. Method 0 in both
+    # batch modes.
     modes=collective; [ "$m" = 0 ] && modes="collective onesided"
     for bm in $modes; do
-        for how in exit:0.5 explicit:5; do
+        for how in exit:0.5 explicit:5 explicit:0; do
             run "finalize_requests.py ${how%:*}, method $m ($bm), 2 ranks" \
                 env PYDDSTORE_TEST_METHOD="$m" DDSTORE_BATCH_MODE="$bm" DDSTORE_TEST_REQUEST_DELAY_S="${how#*:}" \
                 "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/finalize_requests.py "${how%:*}"

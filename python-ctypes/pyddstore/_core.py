@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _args, _lib, _ragged, _requests
+from . import _args, _finalize, _lib, _ragged, _requests
 from ._args import I32
 from ._buffers import HOST_DTYPES, address, device_pointer, extract, stream_of
 from ._errors import (
@@ -151,6 +151,7 @@ class PyDDStore:
 
         lib = self._lib = _lib.load()
         self._mpi_finalized = lib.MPI_Finalized
+        _finalize.guard(lib)
         # Bound once: a read then costs one attribute lookup, not three.
         self._c_get = lib.dds_get
         self._c_get_batch = lib.dds_get_batch

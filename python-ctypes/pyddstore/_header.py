@@ -17,9 +17,12 @@ import os
 import re
 
 # Declarations the binding needs beyond the header. libddstore links libmpi,
-# so the symbol resolves through the library's handle.
+# so MPI_Finalized resolves through the library's handle; MPI_Finalize
+# resolves to libddstore's own definition (capi/finalize.rs), which stops
+# the library's threads before calling MPI's (see _finalize.py).
 EXTRA = """
 int MPI_Finalized(int *flag);
+int MPI_Finalize(void);
 """
 
 # The header next to this package in a source tree (python-ctypes/../include),

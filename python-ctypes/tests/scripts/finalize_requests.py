@@ -11,11 +11,15 @@ before mpi4py's MPI_Finalize (without that, MPI_Finalize ran with reads on
 library threads and MPICH aborted); a handler registered before the reads
 (so run after pyddstore's, before mpi4py's) checks every array holds its rows.
 
-``explicit`` (with DDSTORE_TEST_REQUEST_DELAY_S, which keeps the requests
-queued): MPI.Finalize() is called with them in flight; afterwards each
+``explicit``: MPI.Finalize() is called with them in flight; afterwards each
 wait raises BadStateError "MPI was finalized with this request in flight"
 (one-sided reads: methods 1, method 0 one-sided) or returns with the rows
-(the collective mode runs its queue to the end), and the store frees.
+(the collective mode runs its queue to the end), and the store frees. With
+DDSTORE_TEST_REQUEST_DELAY_S, which keeps the requests queued, every
+one-sided one is refused; without it they are running inside MPI when
+MPI.Finalize() is called (pyddstore routes it through libddstore's
+MPI_Finalize, which stops them first: before, MPICH aborted in 3 of 6 runs
+of the collective mode), and each is refused or has its rows.
 Method: $PYDDSTORE_TEST_METHOD (default 0); node-local reads off.
 """
 
@@ -77,7 +81,8 @@ def main(how):
                 failures.append(f"unexpected message: {e}")
     if collective and ran != NREQ:
         failures.append(f"collective mode: {ran} of {NREQ} reads ran")
-    if not collective and refused != NREQ:
+    queued = float(os.environ.get("DDSTORE_TEST_REQUEST_DELAY_S", "0")) > 0
+    if not collective and queued and refused != NREQ:
         failures.append(f"one-sided reads: {refused} of {NREQ} refused (the delay keeps them queued)")
     try:
         reqs[0].wait()
