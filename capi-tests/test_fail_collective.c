@@ -75,6 +75,29 @@ int main(int argc, char **argv) {
       EXPECT(st == DDS_OK && t_rows_ok(out, 2, ELEMS, 8, TAG, idx, 0));
     }
 
+    /* dds_get_batch_start: the start is collective where get_batch is, and
+     * a failed start returns no request. */
+    dds_request *rq = NULL;
+    memset(out, 0, sizeof out);
+    st = me_bad ? dds_fail_collective(s, DDS_CALL_GET_BATCH_START, "data", DDS_ERR_MISMATCH, msg)
+                : dds_get_batch_start(s, "data", out, sizeof out, idx, 2, &rq);
+    if (t_batch_collective()) {
+      expect_failed(st, DDS_ERR_MISMATCH, bad, "dds_get_batch_start", msg);
+      EXPECT(rq == NULL);
+    } else if (me_bad) {
+      EXPECT_ERR(st, DDS_ERR_MISMATCH, msg);
+    } else {
+      EXPECT(st == DDS_OK && rq != NULL);
+      if (rq) CHECK(dds_request_wait(rq));
+      EXPECT(t_rows_ok(out, 2, ELEMS, 8, TAG, idx, 0));
+    }
+    /* The same read started on every rank then works. */
+    rq = NULL;
+    memset(out, 0, sizeof out);
+    CHECK(dds_get_batch_start(s, "data", out, sizeof out, idx, 2, &rq));
+    CHECK(dds_request_wait(rq));
+    EXPECT(t_rows_ok(out, 2, ELEMS, 8, TAG, idx, 0));
+
     /* Epochs: a failed begin leaves no epoch open anywhere. */
     st = me_bad ? dds_fail_collective(s, DDS_CALL_EPOCH_BEGIN, NULL, DDS_ERR_BAD_STATE, msg) : dds_epoch_begin(s);
     expect_failed(st, DDS_ERR_BAD_STATE, bad, "dds_epoch_begin", msg);
