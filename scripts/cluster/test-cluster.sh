@@ -69,7 +69,8 @@ make --no-print-directory install MPICC="$MPICH5/bin/mpicc" TARGET_DIR=target/mp
     PKG_BUILD="$B/pkg" > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; die "library build failed"; }
 BIN=$B/bin
 mkdir -p "$BIN"
-for t in test_basic test_errors test_node_local test_fabric test_requests test_ragged test_batch_modes test_split; do
+for t in test_basic test_errors test_node_local test_fabric test_requests test_ragged test_batch_modes test_split \
+    test_mpi_progress; do
     "$MPICH5/bin/mpicc" -O2 -g -Wall -I"$B/prefix/include" -Icapi-tests "capi-tests/$t.c" -o "$BIN/$t" \
         -L"$B/prefix/lib" -lddstore -Wl,-rpath,"$B/prefix/lib" -Wl,-rpath-link,"$MPICH5/lib/mpich" -pthread \
         || die "cannot build $t"
