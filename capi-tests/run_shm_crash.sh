@@ -6,15 +6,20 @@
 # DDSTORE_TEST_SEGMENT_DELAY_S). The segments are left behind (checked, so
 # the test reaches the window); the next dds_create on the node removes
 # them; nothing named after the killed job's processes is left in /dev/shm.
+# The segments go to a private directory on /dev/shm's tmpfs
+# (DDSTORE_SHM_DIR): any other job of this user on the node that makes a
+# store would otherwise remove the killed job's segments before this script
+# looks (the cleanup under test), and the test would miss them.
 #
 #   run_shm_crash.sh /path/to/test_shm_crash
 set -u
 prog=$1
 MPIEXEC=${MPIEXEC:-mpiexec}
-shm=${DEV_SHM:-/dev/shm}
+shm=$(mktemp -d "${DEV_SHM:-/dev/shm}/dds-shm-crash.XXXXXX") || { echo "run_shm_crash: FAIL: no private directory"; exit 1; }
+export DDSTORE_SHM_DIR=$shm
 export FABRIC_IFACE=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo UCX_TLS=self,sm DDSTORE_NODE_LOCAL=1
 log=$(mktemp "${TMPDIR:-/tmp}/dds-shm-crash.XXXXXX")
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; rm -rf "$shm"' EXIT
 fail() { echo "run_shm_crash: FAIL: $*"; cat "$log"; exit 1; }
 
 DDSTORE_TEST_SEGMENT_DELAY_S=5 timeout -k 5 60 "$MPIEXEC" -n 2 "$prog" crash >"$log" 2>&1
