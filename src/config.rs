@@ -97,18 +97,19 @@ impl MpiProgress {
 }
 
 fn mpi_progress(value: Option<String>) -> Result<MpiProgress> {
-    match value {
-        Some(v) if v.trim().eq_ignore_ascii_case("auto") => Ok(MpiProgress::Auto),
-        None => Ok(MpiProgress::Auto),
-        v => match switch("DDSTORE_MPI_PROGRESS", v.clone(), false) {
-            Ok(true) => Ok(MpiProgress::On),
-            Ok(false) => Ok(MpiProgress::Off),
-            Err(_) => bail!(
-                InvalidArgument,
-                "DDSTORE_MPI_PROGRESS={:?} is not auto or a switch: use auto, 1/0, on/off, true/false or yes/no",
-                v.unwrap_or_default()
-            ),
-        },
+    let Some(v) = value else { return Ok(MpiProgress::Auto) };
+    let t = v.trim().to_ascii_lowercase();
+    if t == "auto" {
+        Ok(MpiProgress::Auto)
+    } else if SWITCH_ON.contains(&t.as_str()) {
+        Ok(MpiProgress::On)
+    } else if SWITCH_OFF.contains(&t.as_str()) {
+        Ok(MpiProgress::Off)
+    } else {
+        bail!(
+            InvalidArgument,
+            "DDSTORE_MPI_PROGRESS={v:?} is not auto or a switch: use auto, 1/0, on/off, true/false or yes/no"
+        )
     }
 }
 

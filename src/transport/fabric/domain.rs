@@ -363,14 +363,7 @@ impl Fabric {
         // SAFETY: the info list is walked read-only and freed once.
         unsafe {
             let list = query(false)?;
-            let mut cands = Vec::new();
-            let mut addrs = Vec::new();
-            let mut p = list;
-            while !p.is_null() {
-                cands.push((cstr((*(*p).fabric_attr).prov_name), cstr((*(*p).domain_attr).name)));
-                addrs.push(ip_of(p));
-                p = (*p).next;
-            }
+            let (cands, addrs): (Vec<_>, Vec<_>) = list_entries(list).into_iter().map(|(p, c)| (c, ip_of(p))).unzip();
             if !list.is_null() {
                 ddsfi_freeinfo(list);
             }
@@ -429,21 +422,14 @@ impl Fabric {
         // SAFETY: the info list is walked read-only and freed once.
         unsafe {
             let list = query(false)?;
-            let mut cands = Vec::new();
-            let mut entries = Vec::new();
-            let mut p = list;
-            while !p.is_null() {
-                cands.push((cstr((*(*p).fabric_attr).prov_name), cstr((*(*p).domain_attr).name)));
-                entries.push(p);
-                p = (*p).next;
-            }
+            let (infos, cands): (Vec<_>, Vec<_>) = list_entries(list).into_iter().unzip();
             // The provider is chosen without FI_HMEM (asking for it hides
             // providers that lack it); its FI_HMEM entry, if any, is used.
             let chosen = select::choose(&cands, &req);
             let info = chosen.as_ref().ok().map(|&i| {
                 let hmem = if cfg.hmem { hmem_entry(&cands[i]) } else { ptr::null_mut() };
                 if hmem.is_null() {
-                    ddsfi_dupinfo(entries[i])
+                    ddsfi_dupinfo(infos[i])
                 } else {
                     hmem
                 }
@@ -690,22 +676,26 @@ fn host_name() -> String {
     }
 }
 
+/// The entries of an `fi_getinfo` list (empty for a null list), each with
+/// its `(provider, domain)` names, the key a provider is chosen by.
+unsafe fn list_entries(list: *mut fi_info) -> Vec<(*mut fi_info, (String, String))> {
+    let mut out = Vec::new();
+    let mut p = list;
+    while !p.is_null() {
+        out.push((p, (cstr((*(*p).fabric_attr).prov_name), cstr((*(*p).domain_attr).name))));
+        p = (*p).next;
+    }
+    out
+}
+
 /// A copy of the FI_HMEM entry of `(provider, domain)`, or null (none, or
 /// the query failed: the plain entry is used then).
 unsafe fn hmem_entry(want: &(String, String)) -> *mut fi_info {
     let Ok(list) = query(true) else { return ptr::null_mut() };
-    let mut p = list;
-    let mut out = ptr::null_mut();
-    while !p.is_null() {
-        if (*p).caps & FI_HMEM != 0
-            && cstr((*(*p).fabric_attr).prov_name) == want.0
-            && cstr((*(*p).domain_attr).name) == want.1
-        {
-            out = ddsfi_dupinfo(p);
-            break;
-        }
-        p = (*p).next;
-    }
+    let out = list_entries(list)
+        .into_iter()
+        .find(|(p, names)| (**p).caps & FI_HMEM != 0 && names == want)
+        .map_or(ptr::null_mut(), |(p, _)| ddsfi_dupinfo(p));
     if !list.is_null() {
         ddsfi_freeinfo(list);
     }
