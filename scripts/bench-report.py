@@ -33,7 +33,7 @@ GROUP_NOTE = {
 }
 MEM_SLACK = 0.05
 BATCH = 128
-# Destination kinds, in the benchmark's order (capi-tests/bench/bench.h).
+# Destination kinds, in the benchmark's order (capi-tests/bench/harness.h).
 DESTS = ["reused", "fresh", "registered", "page+0", "page+16", "page+64"]
 # The reused destinations compared across offsets, the row size and target.
 OFFSET_DESTS = ["reused", "page+0", "page+16", "page+64"]

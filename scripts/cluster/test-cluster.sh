@@ -82,8 +82,9 @@ if command -v mpicc.openmpi > /dev/null; then
 fi
 
 if [ "$BENCH" = 1 ]; then
-    "$MPICH5/bin/mpicc" -O2 -g -I"$B/prefix/include" -Icapi-tests/bench capi-tests/bench/bench.c capi-tests/bench/bench_floors.c \
-        capi-tests/bench/bench_fabric.c capi-tests/bench/bench_mem.c capi-tests/bench/bench_overlap.c capi-tests/bench/bench_ragged.c \
+    "$MPICH5/bin/mpicc" -O2 -g -I"$B/prefix/include" -Icapi-tests/bench capi-tests/bench/bench.c capi-tests/bench/harness.c \
+        capi-tests/bench/bench_floors.c capi-tests/bench/bench_fabric.c capi-tests/bench/bench_mem.c \
+        capi-tests/bench/bench_overlap.c capi-tests/bench/bench_ragged.c \
         -o "$BIN/bench" -L"$B/prefix/lib" -lddstore -Wl,-rpath,"$B/prefix/lib" \
         -Wl,-rpath-link,"$MPICH5/lib/mpich" -L"$MPICH5/lib/mpich" -l:libfabric.so.1 -pthread -lm \
         || die "cannot build the bench"   # its raw fi_read floors: the libfabric MPICH bundles
