@@ -33,7 +33,7 @@ GROUP_NOTE = {
 }
 MEM_SLACK = 0.05
 BATCH = 128
-# Destination kinds, in the benchmark's order (capi-tests/bench.h).
+# Destination kinds, in the benchmark's order (capi-tests/bench/harness.h).
 DESTS = ["reused", "fresh", "registered", "page+0", "page+16", "page+64"]
 # The reused destinations compared across offsets, the row size and target.
 OFFSET_DESTS = ["reused", "page+0", "page+16", "page+64"]
@@ -534,7 +534,7 @@ def ranks_cell(m):
 
 
 def overlap_table(R):
-    """The training-loop figure (bench --overlap, capi-tests/bench_overlap.c)."""
+    """The training-loop figure (bench --overlap, capi-tests/bench/bench_overlap.c)."""
     if not R.overlap:
         return ["(not run)"]
     out = ["| method | ranks | request threads | row size | read R | step T | step alone | per step, no prefetch | "
@@ -582,7 +582,7 @@ RAGGED_TARGET = 1.5  # ragged batch / fixed-row batch of the same bytes, per byt
 
 
 def ragged_table(R):
-    """Ragged batches against fixed rows, and metadata (bench --ragged, capi-tests/bench_ragged.c)."""
+    """Ragged batches against fixed rows, and metadata (bench --ragged, capi-tests/bench/bench_ragged.c)."""
     if not R.ragged:
         return ["(not run)"]
     out = ["| method | mean sample | ragged batch | bytes | fixed-row batch | bytes | ratio per byte | "
@@ -737,13 +737,13 @@ def markdown(R, perf_md, spread=None, py=None):
           "shared-memory receive queues of 512 entries of up to 8 KiB instead of 64, so that an owner that is "
           "computing most likely answers up to 4 MiB of gets per MPI progress call instead of 512 KiB (../c-api.md, "
           "\"Overlapping reads with compute\"). "
-          "(capi-tests/bench_overlap.c; see ../c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
+          "(capi-tests/bench/bench_overlap.c; see ../c-api.md, \"Overlapping reads with compute\".)", ""] + overlap_table(R) \
         + py_overlap_table(py) + [""]
     L += ["## Ragged variables", "",
           "Batches of 128 random samples of a ragged variable whose lengths vary 1-10x around the mean, against "
           "batches of 128 random rows of a fixed-row variable (row = the ragged pool's mean sample) in the same "
           "store, compared per byte moved; node-local reads off except `mpi+local`. "
-          "(capi-tests/bench_ragged.c; see [ragged.md](../ragged.md).)", ""] + ragged_table(R) + [""]
+          "(capi-tests/bench/bench_ragged.c; see [ragged.md](../ragged.md).)", ""] + ragged_table(R) + [""]
     an = analysis(perf_md)
     if an:
         L += ["## Where the time goes", "", "(From [performance.md](performance.md#where-the-time-goes), written "

@@ -15,11 +15,11 @@ mpicc=${MPICC:-mpicc}
 mpiexec=${MPIEXEC:-mpiexec}
 mpi_flags=$($mpicc -show | cut -d' ' -f2-)
 # shellcheck disable=SC2046,SC2086
-cc -std=c11 -Wall -Wextra -Werror -o "$out/demo" capi-tests/demo.c $(pkg-config --cflags --libs ddstore) $mpi_flags
+cc -std=c11 -Wall -Wextra -Werror -o "$out/demo" capi-tests/examples/demo.c $(pkg-config --cflags --libs ddstore) $mpi_flags
 $mpiexec -n 2 "$out/demo" | tail -1
 # Static: libddstore.a itself, then what pkg-config --static adds.
 # shellcheck disable=SC2046,SC2086
-cc -std=c11 -Wall -Wextra -Werror -o "$out/demo_static" capi-tests/demo.c $(pkg-config --cflags ddstore) \
+cc -std=c11 -Wall -Wextra -Werror -o "$out/demo_static" capi-tests/examples/demo.c $(pkg-config --cflags ddstore) \
     "$prefix/lib/libddstore.a" $(pkg-config --static --libs-only-other --libs-only-L ddstore | sed 's/-Wl,-rpath,[^ ]*//') \
     $(pkg-config --static --libs-only-l ddstore | sed 's/-lddstore//') $mpi_flags
 if ldd "$out/demo_static" | grep libddstore >/dev/null; then

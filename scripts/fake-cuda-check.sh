@@ -15,7 +15,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -shared -fPIC -O1 -o "$tmp/libcuda.so.1" "$src/fakecuda.c" -lpthread
 ln -s libcuda.so.1 "$tmp/libcuda.so"
-mpicc -O1 -I"$root/capi-tests" -I"$root/build/prefix/include" "$src/staged.c" -o "$tmp/staged" \
+mpicc -O1 -I"$root/capi-tests/tests" -I"$root/build/prefix/include" "$src/staged.c" -o "$tmp/staged" \
     -L"$tmp" -lcuda -L"$root/build/prefix/lib" -lddstore
 export LD_LIBRARY_PATH="$tmp:$root/build/prefix/lib" UCX_TLS=self,sm FABRIC_IFACE=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 failed=0

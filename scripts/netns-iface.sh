@@ -102,7 +102,7 @@ exec nsenter --net=/run/netns/\$ns unshare --uts --ipc sh -c "hostname node-\${n
 EOS
 chmod +x "$b/launcher.sh"
 
-"$MPICC" -O1 -I"$prefix/include" -I"$root/capi-tests" "$root/capi-tests/test_iface_nodes.c" \
+"$MPICC" -O1 -I"$prefix/include" -I"$root/capi-tests/tests" "$root/capi-tests/tests/test_iface_nodes.c" \
     -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lddstore -o "$b/test_iface_nodes"
 
 if [ -n "${MPI_ABI_LIB:-}" ]; then

@@ -48,7 +48,7 @@ cases_asan=(
   "test_errors|"
   "test_errors|DDS_TEST_METHOD=1 DDSTORE_FABRIC=tcp"
   # test_lifecycle's bound on resident memory is not applied under a tool
-  # (DDS_TEST_SANITIZER below; capi-tests/common.h t_instrumented): a
+  # (DDS_TEST_SANITIZER below; capi-tests/tests/common.h t_instrumented): a
   # quarantine of freed blocks makes RSS measure the tool, whose leak check
   # covers leaks. Every other check of the test runs.
   "test_lifecycle|"

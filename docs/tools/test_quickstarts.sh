@@ -21,7 +21,7 @@ export UCX_TLS=${UCX_TLS:-self,sm}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-cp "$ROOT/capi-tests/demo.c" "$ROOT/capi-tests/example_simulation.cpp" "$ROOT/capi-tests/example_fortran.f90" .
+cp "$ROOT/capi-tests/examples/demo.c" "$ROOT/capi-tests/examples/example_simulation.cpp" "$ROOT/capi-tests/examples/example_fortran.f90" .
 passed=0
 
 step() { echo "=== quick start: $1"; }

@@ -28,7 +28,7 @@ repeats (what remains when the loaded machine leaves the process alone),
 next to the raw cffi call of dds_get with ready arguments (the library's
 own work plus cffi's) -- see docs/dev/performance.md.
 
-Last, the training loop of capi-tests/bench_overlap.c through pyddstore
+Last, the training loop of capi-tests/bench/bench_overlap.c through pyddstore
 (method 0 collective and method 1 on shm, node-local reads off and on, 3 KiB
 and 200 KiB rows, the default request-thread policy): steps that sleep T
 (``time.sleep``) with the next batch read by ``get_batch_async`` before the

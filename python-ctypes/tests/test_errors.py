@@ -1,6 +1,6 @@
 """Every documented exception: its type (pyddstore's class, DDStore 3.0's
 builtin) and what its message names; and the bad-input matrix of
-capi-tests/test_errors.c through pyddstore (test_matrix_*), each group
+capi-tests/tests/test_errors.c through pyddstore (test_matrix_*), each group
 followed by a read-back of every row."""
 
 import os
@@ -396,7 +396,7 @@ def check_library_not_found(tmp_path):
         assert name in str(info.value)
 
 
-# -- the bad-input matrix (capi-tests/test_errors.c, through pyddstore) ---------
+# -- the bad-input matrix (capi-tests/tests/test_errors.c, through pyddstore) ---------
 #
 # Each case asserts the exception class and what its message names; after
 # each group every row of "v" is read back, one by one and as one batch.

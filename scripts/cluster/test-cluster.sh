@@ -71,7 +71,7 @@ BIN=$B/bin
 mkdir -p "$BIN"
 for t in test_basic test_errors test_node_local test_fabric test_requests test_ragged test_batch_modes test_split \
     test_mpi_progress; do
-    "$MPICH5/bin/mpicc" -O2 -g -Wall -I"$B/prefix/include" -Icapi-tests "capi-tests/$t.c" -o "$BIN/$t" \
+    "$MPICH5/bin/mpicc" -O2 -g -Wall -I"$B/prefix/include" -Icapi-tests/tests "capi-tests/tests/$t.c" -o "$BIN/$t" \
         -L"$B/prefix/lib" -lddstore -Wl,-rpath,"$B/prefix/lib" -Wl,-rpath-link,"$MPICH5/lib/mpich" -pthread \
         || die "cannot build $t"
 done
@@ -82,8 +82,9 @@ if command -v mpicc.openmpi > /dev/null; then
 fi
 
 if [ "$BENCH" = 1 ]; then
-    "$MPICH5/bin/mpicc" -O2 -g -I"$B/prefix/include" -Icapi-tests capi-tests/bench.c capi-tests/bench_floors.c \
-        capi-tests/bench_fabric.c capi-tests/bench_mem.c capi-tests/bench_overlap.c capi-tests/bench_ragged.c \
+    "$MPICH5/bin/mpicc" -O2 -g -I"$B/prefix/include" -Icapi-tests/bench capi-tests/bench/bench.c capi-tests/bench/harness.c \
+        capi-tests/bench/bench_floors.c capi-tests/bench/bench_fabric.c capi-tests/bench/bench_mem.c \
+        capi-tests/bench/bench_overlap.c capi-tests/bench/bench_ragged.c \
         -o "$BIN/bench" -L"$B/prefix/lib" -lddstore -Wl,-rpath,"$B/prefix/lib" \
         -Wl,-rpath-link,"$MPICH5/lib/mpich" -L"$MPICH5/lib/mpich" -l:libfabric.so.1 -pthread -lm \
         || die "cannot build the bench"   # its raw fi_read floors: the libfabric MPICH bundles

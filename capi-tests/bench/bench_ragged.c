@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness.h"
 
 enum { RG_BATCH = 128, RG_BATCHES = 24, RG_REPEATS = 5, RG_ROW = 64 };
 

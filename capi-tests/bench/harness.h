@@ -1,7 +1,11 @@
-/* Shared declarations of the libddstore benchmark (bench.c, bench_floors.c,
- * bench_fabric.c, bench_mem.c). See docs/dev/performance.md for what is measured and why. */
-#ifndef DDS_BENCH_H
-#define DDS_BENCH_H
+/* The benchmark's harness (harness.c): the types every part shares, the
+ * options, and the helpers (errors, allocation, clocks, the fill pattern and
+ * its check). It is the bottom layer: the floors (floors.h) and the other
+ * figures' drivers (drivers.h) use it, bench.c (main and the timing run) uses
+ * all three, and nothing here calls back up. See docs/dev/performance.md for what is
+ * measured and why. */
+#ifndef DDS_BENCH_HARNESS_H
+#define DDS_BENCH_HARNESS_H
 
 #include <mpi.h>
 #include <stdint.h>
@@ -110,8 +114,9 @@ typedef struct {
   int verified;          /* 1: every rank's verification read was correct */
 } bench_stats;
 
-/* bench.c */
+/* harness.c. g_opt is parsed and g_me set by bench.c's main. */
 extern bench_opts g_opt;
+extern int g_me; /* this rank in MPI_COMM_WORLD, for messages */
 /* True when `name` is one of the comma-separated `list` (NULL: every name). */
 int bench_selected(const char *list, const char *name);
 void die(const char *what, dds_status s);
@@ -128,41 +133,6 @@ double now_s(void);
  * ticks: user nice system idle iowait irq softirq steal. 0 if unreadable. */
 int machine_ticks(unsigned long long v[8]);
 void *xmalloc(size_t n);
-/* Barrier of every rank that keeps driving the fi-read floors' progress
- * while it waits (peers may still be reading from this rank). */
-void bench_sync(bench_ctx *c);
-
-/* bench_floors.c: the floors of the same transports, with no store logic. */
-void floor_memcpy(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-void floor_memcpy_shm(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-int floors_shm_setup(bench_ctx *c);
-void floors_shm_teardown(bench_ctx *c);
-void floor_mpi_get_lock(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-void floor_mpi_get_flush(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-void floor_mpi_get_pipelined(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-void floor_mpi_alltoallv(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-void floors_mpi_setup(bench_ctx *c);
-void floors_mpi_teardown(bench_ctx *c);
-void floors_mpi_lock_all(bench_ctx *c, int on);
-
-/* bench_fabric.c: the raw fi_read floors of method 1. Setup and teardown are
- * collective; setup returns 0 on every rank when the provider is missing. */
-int floors_fi_setup(bench_ctx *c, const char *prov, const char *domain);
-void floors_fi_teardown(bench_ctx *c);
-void floors_fi_progress(bench_ctx *c);
-void floors_fi_pin(bench_ctx *c, int tid, char *buf, size_t len);
-int floors_fi_is(read_fn fn);
-const char *floors_fi_name(const bench_ctx *c);
-void floor_fi_read(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-void floor_fi_read_pipelined(bench_ctx *c, void *state, int64_t cursor, int batch, char *dst);
-
-/* bench_mem.c: the memory check (one mode per program invocation, because
- * the peak RSS of a process cannot be reset). */
-int mem_check(FILE *out);
-/* bench_overlap.c: the training-loop figure (--overlap). */
-int overlap_check(FILE *out);
-/* bench_ragged.c: ragged batches against fixed rows, and metadata per rank (--ragged). */
-int ragged_check(FILE *out);
 
 /* qsort order of doubles, and the median of v[0..n) (sorts v). */
 static inline int bench_cmp_double(const void *a, const void *b) {

@@ -25,7 +25,13 @@
  *
  * One JSON object per line goes to --out (default build/bench/results.jsonl);
  * a table goes to stdout. scripts/bench-report.py turns the file into
- * docs/dev/results.md and docs/dev/results.png. See docs/dev/performance.md. */
+ * docs/dev/results.md and docs/dev/results.png. See docs/dev/performance.md.
+ *
+ * The files depend one way, bottom up: harness.c (options, errors, clocks,
+ * the fill pattern); the floors (bench_floors.c, bench_fabric.c; floors.h)
+ * and the other figures (bench_mem.c, bench_overlap.c, bench_ragged.c;
+ * drivers.h), which use the harness only; and this file on top (main, the
+ * methods, the timing run's groups), which uses them all. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -37,12 +43,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "drivers.h"
+#include "floors.h"
+#include "harness.h"
 
-const char *const DEST_NAME[N_DEST] = {"reused", "fresh", "registered", "page+0", "page+16", "page+64"};
-bench_opts g_opt;
-_Thread_local int bench_tid;
-static int g_me, g_np;
+static int g_np;
 static int g_provided; /* MPI thread level; reader threads need MPI_THREAD_MULTIPLE */
 static FILE *g_out;
 static char g_hs_dir[1024];
@@ -53,20 +58,6 @@ static int g_ctx_shm;     /* the shared-memory floor is set up for this row size
 static int g_attempts, g_noisy;
 
 /* ------------------------------------------------------------------ helpers */
-
-void die(const char *what, dds_status s) {
-  fprintf(stderr, "bench rank %d: %s -> %s: %s\n", g_me, what, dds_status_string(s), dds_last_error());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (!p) {
-    fprintf(stderr, "bench rank %d: out of memory (%zu bytes)\n", g_me, n);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return p;
-}
 
 /* Bytes past a page boundary where a page+N destination starts; -1 for the
  * others (malloc's own alignment). */
@@ -90,61 +81,6 @@ static void dest_free(int dest, char *p) {
   free(p && off > 0 ? p - off : p);
 }
 
-double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-void bench_sync(bench_ctx *c) {
-  if (!c || !c->fi) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    return;
-  }
-  MPI_Request rq;
-  int done = 0;
-  MPI_Ibarrier(MPI_COMM_WORLD, &rq);
-  for (;;) {
-    floors_fi_progress(c);
-    MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    sched_yield();
-  }
-}
-
-/* Word k of global row g: unique per (row, word), never zero-like. */
-uint64_t pattern_word(int64_t g, int64_t k) {
-  return (((uint64_t)g << 32) | (uint64_t)k) ^ 0xA5A5A5A5A5A5A5A5ULL;
-}
-
-void fill_rows(char *buf, int64_t g0, int64_t rows, int64_t rb) {
-  for (int64_t r = 0; r < rows; r++) {
-    uint64_t *w = (uint64_t *)(buf + r * rb);
-    for (int64_t k = 0; k < rb / 8; k++) w[k] = pattern_word(g0 + r, k);
-  }
-}
-
-/* Number of rows of `buf` that are not global rows gs[0..rows). */
-int64_t check_rows(const char *buf, const int64_t *gs, int64_t rows, int64_t rb) {
-  int64_t bad = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    const uint64_t *w = (const uint64_t *)(buf + r * rb);
-    for (int64_t k = 0; k < rb / 8; k++)
-      if (w[k] != pattern_word(gs[r], k)) {
-        if (bad < 3)
-          fprintf(stderr,
-                  "bench rank %d: row %lld of the destination is not global row %lld (word %lld holds %#llx, "
-                  "which is word %lld of row %lld)\n",
-                  g_me, (long long)r, (long long)gs[r], (long long)k, (unsigned long long)w[k],
-                  (long long)((w[k] ^ 0xA5A5A5A5A5A5A5A5ULL) & 0xffffffffULL),
-                  (long long)((w[k] ^ 0xA5A5A5A5A5A5A5A5ULL) >> 32));
-        bad++;
-        break;
-      }
-  }
-  return bad;
-}
-
 static uint64_t splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -159,16 +95,6 @@ static void loadavg(double la[3]) {
     if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = la[1] = la[2] = -1;
     fclose(f);
   }
-}
-
-int machine_ticks(unsigned long long v[8]) {
-  int ok = 0;
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return 0;
-  ok = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-              &v[7]) == 8;
-  fclose(f);
-  return ok;
 }
 
 /* Busy and total CPU time of the whole machine so far, in seconds (/proc/stat). */
@@ -345,19 +271,7 @@ static double lookup(const char *method, const char *path, const char *op, int64
   return -1;
 }
 
-/* 1 when `name` is in the comma-separated `list` (a NULL list selects all). */
-int bench_selected(const char *list, const char *name) {
-  if (!list) return 1;
-  size_t n = strlen(name);
-  for (const char *s = list; *s;) {
-    size_t k = strcspn(s, ",");
-    if (k == n && !strncmp(s, name, n)) return 1;
-    s += k + (s[k] == ',');
-  }
-  return 0;
-}
-
-/* ------------------------------------------------------------------ harness */
+/* -------------------------------------------------------------- measurement */
 
 /* The paths compared with each other (a store path and its floors at one row
  * size and batch) are timed in one group, their repeats interleaved (ABCABC...),

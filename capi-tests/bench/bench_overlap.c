@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "harness.h"
 
 /* A loop runs at least OV_MIN_STEPS steps and at least OV_LOOP_S seconds
  * (up to OV_MAX_STEPS): at 3 KiB a step is a fraction of a millisecond, and

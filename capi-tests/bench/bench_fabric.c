@@ -7,8 +7,8 @@
  *
  * Progress: shm and tcp;ofi_rxm only move the target side of a read when the
  * target reads its CQ, so a rank must keep polling while any peer may still
- * read from it: floors_fi_progress() is called by the harness's barriers
- * (bench_sync in bench.c) until every rank has finished its reads. */
+ * read from it: the benchmark's barriers (bench_sync, below) call
+ * floors_fi_progress() until every rank has finished its reads. */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "floors.h"
 
 enum { EP_NAME_MAX = 256, FI_CQ_BATCH = 32 };
 /* A read that has not completed after this long will not: fail, do not hang. */
@@ -114,6 +114,22 @@ static int cq_poll(bench_ctx *c) {
 
 void floors_fi_progress(bench_ctx *c) {
   if (c->fi) cq_poll(c);
+}
+
+void bench_sync(bench_ctx *c) {
+  if (!c || !c->fi) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return;
+  }
+  MPI_Request rq;
+  int done = 0;
+  MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+  for (;;) {
+    floors_fi_progress(c);
+    MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    sched_yield();
+  }
 }
 
 /* Aborts when a wait that began at *since (0: not yet) has lasted too long. */

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness.h"
 
 /* A field of /proc/self/status in bytes ("VmRSS", "VmHWM", "VmPTE"). */
 static int64_t status_bytes(const char *key) {

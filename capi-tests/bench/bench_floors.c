@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "floors.h"
 
 static void mpi_check(int rc, const char *what) {
   if (rc != MPI_SUCCESS) {
