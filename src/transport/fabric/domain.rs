@@ -1,8 +1,8 @@
-//! One store's libfabric objects: fabric, domain, address vector, the
-//! serving endpoint and its progress thread, and a pool of reader endpoints.
+//! One store's libfabric objects: fabric, domain, address vector and the
+//! serving endpoint with its progress thread; opened collectively, with the
+//! serving addresses exchanged. The reader endpoints are in `pool`, the
+//! interface choice across nodes in `iface`, the `fi_getinfo` queries in `info`.
 
-use std::ffi::CStr;
-use std::os::raw::c_char;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,16 +12,14 @@ use parking_lot::{Condvar, Mutex};
 
 use super::endpoint::{Endpoint, MAX_NAME};
 use super::fi_err;
+use super::iface::IfaceOrigin;
+use super::info::{dom_name, fab_name, hmem_entry, list_entries, query, MODE_LOCAL_MR};
+use super::pool::{Pool, MAX_READERS, MAX_SLOTS};
 use super::progress::{Progress, Wait};
 use super::select::{self, Request};
 use crate::error::{bail, err, Result};
 use crate::gpu::direct::Caps;
 use crate::mpi::{agree, Comm};
-
-/// Reader endpoints per store when the provider allows several.
-const MAX_READERS: usize = 4;
-/// Reads in flight per reader endpoint (bounded by the provider's queue).
-const MAX_SLOTS: usize = 256;
 
 /// What `Fabric::open` needs from the store's options and environment.
 #[derive(Clone, Debug, Default)]
@@ -41,32 +39,6 @@ pub struct FabricConfig {
     /// provider's domain is opened with it when that provider offers it.
     pub hmem: bool,
 }
-
-/// A reader endpoint with its operation contexts. Slot i's context is
-/// `ctx[i]`; a completion's context pointer gives back the slot.
-pub struct Reader {
-    pub ep: Endpoint,
-    pub ctx: Vec<fi_context2>,
-    pub free: Vec<u32>,
-    /// Owner rank and length of the read in each busy slot.
-    pub slot_owner: Vec<u32>,
-    pub slot_len: Vec<usize>,
-}
-
-impl Reader {
-    pub fn slot_of(&self, ctx: *mut std::os::raw::c_void) -> Option<usize> {
-        let base = self.ctx.as_ptr() as usize;
-        let off = (ctx as usize).checked_sub(base)?;
-        let i = off / std::mem::size_of::<fi_context2>();
-        (off % std::mem::size_of::<fi_context2>() == 0 && i < self.ctx.len()).then_some(i)
-    }
-}
-
-struct Pool {
-    idle: Vec<Reader>,
-    count: usize,
-}
-
 /// Fixed-size record of one rank's serving address, for the all-gather.
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -81,44 +53,6 @@ impl Default for AddrRecord {
         AddrRecord { len: 0, prov_fp: 0, bytes: [0; MAX_NAME] }
     }
 }
-
-/// How the domain's interface came to be chosen (named in messages).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IfaceOrigin {
-    /// The provider's first domain (one node, or a provider without
-    /// interfaces).
-    #[default]
-    Provider,
-    /// `FABRIC_IFACE` or `dds_options.fabric_iface`.
-    Named,
-    /// `DDSTORE_NIC_MAP` / `dds_options.nic_map`.
-    NicMap,
-    /// Agreed across nodes: its address differs between nodes.
-    Agreed,
-}
-
-/// Candidates one rank contributes to the interface agreement (at most
-/// MAX_SEEN `(interface, address)` fingerprints, in the provider's order).
-const MAX_SEEN: usize = 32;
-
-#[derive(Clone, Copy, Default)]
-#[repr(C)]
-struct SeenRecord {
-    choose: u64,
-    node: u64,
-    len: u64,
-    entries: [(u64, u64); MAX_SEEN],
-}
-
-/// What one rank found before the agreement: its request and the
-/// `(interface, address)` pairs of the provider it would take.
-struct Probe {
-    req: Request,
-    origin: IfaceOrigin,
-    prov: String,
-    entries: Vec<(String, std::net::IpAddr)>,
-}
-
 pub struct Fabric {
     pub(super) prov: String,
     pub(super) domain_name: String,
@@ -138,71 +72,27 @@ pub struct Fabric {
     /// `fi_info.addr_format` of the chosen provider.
     pub(super) addr_format: u32,
     /// Addresses inserted for joined method-2 variables (extra members).
-    known: Mutex<std::collections::HashMap<Vec<u8>, fi_addr_t>>,
+    pub(super) known: Mutex<std::collections::HashMap<Vec<u8>, fi_addr_t>>,
     pub rank: usize,
-    info: *mut fi_info,
-    fabric: *mut fid_fabric,
+    pub(super) info: *mut fi_info,
+    pub(super) fabric: *mut fid_fabric,
     pub(super) domain: *mut fid_domain,
-    av: *mut fid_av,
-    server: Option<Endpoint>,
-    progress: Option<Progress>,
-    pool: Mutex<Pool>,
-    pool_cv: Condvar,
-    max_readers: usize,
-    slots: usize,
-    next_key: AtomicU64,
+    pub(super) av: *mut fid_av,
+    pub(super) server: Option<Endpoint>,
+    pub(super) progress: Option<Progress>,
+    pub(super) pool: Mutex<Pool>,
+    pub(super) pool_cv: Condvar,
+    pub(super) max_readers: usize,
+    pub(super) slots: usize,
+    pub(super) next_key: AtomicU64,
 }
 
 // SAFETY: FI_THREAD_SAFE domain; mutable state is behind locks or atomics.
 unsafe impl Send for Fabric {}
 unsafe impl Sync for Fabric {}
-
-fn cstr(p: *const c_char) -> String {
-    if p.is_null() {
-        String::new()
-    } else {
-        // SAFETY: libfabric strings are NUL-terminated.
-        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-    }
-}
-
 fn fingerprint(s: &str) -> u64 {
     crate::hash::fnv1a(s.as_bytes())
 }
-
-/// Mode bits that libfabric 2.x headers may no longer define (values from
-/// the 1.x `fabric.h`, unchanged in the ABI).
-const MODE_CONTEXT: u64 = 1 << 59;
-const MODE_LOCAL_MR: u64 = 1 << 55;
-
-/// `fi_getinfo` for RDM endpoints with RMA read, thread-safe domains, and
-/// with `hmem` FI_HMEM (and FI_MR_HMEM among the mode bits we handle).
-/// Returns the list head (caller frees) or the error.
-unsafe fn query(hmem: bool) -> Result<*mut fi_info> {
-    let hints = ddsfi_allocinfo();
-    if hints.is_null() {
-        bail!(NoMemory, "fi_allocinfo failed");
-    }
-    (*hints).caps = FI_RMA | FI_READ | FI_REMOTE_READ | if hmem { FI_HMEM } else { 0 };
-    (*hints).mode = MODE_CONTEXT | FI_CONTEXT2 | MODE_LOCAL_MR;
-    (*(*hints).ep_attr).type_ = FI_EP_RDM;
-    (*(*hints).domain_attr).mr_mode = FI_MR_LOCAL
-        | FI_MR_VIRT_ADDR
-        | FI_MR_ALLOCATED
-        | FI_MR_PROV_KEY
-        | FI_MR_ENDPOINT
-        | if hmem { FI_MR_HMEM } else { 0 };
-    (*(*hints).domain_attr).threading = FI_THREAD_SAFE;
-    let mut info = ptr::null_mut();
-    let ret = ddsfi_getinfo(ddsfi_header_version(), ptr::null(), ptr::null(), 0, hints, &mut info);
-    ddsfi_freeinfo(hints);
-    if ret == -(FI_ENODATA as i32) {
-        return Ok(ptr::null_mut());
-    }
-    fi_err(ret as isize, "fi_getinfo")?;
-    Ok(info)
-}
-
 impl Fabric {
     /// Collective over `comm`: chooses the provider, opens the objects, and
     /// exchanges serving addresses. A failure on any rank fails every rank.
@@ -264,123 +154,6 @@ impl Fabric {
     pub fn open_reader(cfg: &FabricConfig) -> Result<Fabric> {
         let (req, origin) = Fabric::request(cfg, false)?;
         Fabric::open_local(usize::MAX, 64, cfg, req, origin, false)
-    }
-
-    /// The request from the options and environment (local).
-    fn request(cfg: &FabricConfig, single_node: bool) -> Result<(Request, IfaceOrigin)> {
-        let mut origin = if cfg.iface.is_some() { IfaceOrigin::Named } else { IfaceOrigin::Provider };
-        let mut iface = cfg.iface.clone();
-        if iface.is_none() {
-            if let Some(map) = &cfg.nic_map {
-                let parsed = select::parse_nic_map(map).map_err(|e| err!(InvalidArgument, "{e}"))?;
-                iface = select::nic_for_affinity(&parsed, &select::affinity());
-                if iface.is_some() {
-                    origin = IfaceOrigin::NicMap;
-                }
-            }
-        }
-        Ok((Request { provider: cfg.provider.clone(), iface, single_node }, origin))
-    }
-
-    /// Collective, ranks on several nodes: every rank gathers the others'
-    /// `(interface, address)` candidates and node, and the ranks that named
-    /// no interface take one whose address is held by no other node (an
-    /// interface with the same address on several nodes, such as a container
-    /// bridge, reaches none of them). None on some rank fails every rank.
-    /// The result is the same on every rank (an error already agreed).
-    fn agree_iface(comm: &Comm, local: Result<(Request, IfaceOrigin)>) -> Result<(Request, IfaceOrigin)> {
-        let probe = agree(comm, local.and_then(|(req, origin)| Fabric::probe(req, origin)))?;
-        // The node: the lowest rank of this rank's shared-memory domain.
-        let node = {
-            let shared = comm.split_shared()?;
-            let mut b = (comm.rank() as u64).to_le_bytes();
-            shared.bcast(&mut b, 0)?;
-            u64::from_le_bytes(b)
-        };
-        let fp = |s: &str| crate::hash::fnv1a(s.as_bytes());
-        let choose = probe.origin == IfaceOrigin::Provider && !probe.entries.is_empty();
-        let mut rec = SeenRecord { choose: choose as u64, node, ..Default::default() };
-        for (k, (i, a)) in probe.entries.iter().take(MAX_SEEN).enumerate() {
-            rec.entries[k] = (fp(i), fp(&a.to_string()));
-            rec.len = k as u64 + 1;
-        }
-        let all: Vec<select::Seen> = comm
-            .allgather(&rec)?
-            .iter()
-            .map(|r| select::Seen {
-                choose: r.choose != 0,
-                node: r.node,
-                entries: r.entries[..(r.len as usize).min(MAX_SEEN)].to_vec(),
-            })
-            .collect();
-        let mine = match select::choose_iface(&all) {
-            Ok(got) => {
-                let Probe { mut req, mut origin, prov, entries } = probe;
-                if let Some(f) = got[comm.rank()] {
-                    req.iface = entries.iter().find(|(i, _)| fp(i) == f).map(|(i, _)| i.clone());
-                    req.provider = Some(prov);
-                    origin = IfaceOrigin::Agreed;
-                }
-                Ok((req, origin))
-            }
-            Err(ranks) if ranks.contains(&comm.rank()) => {
-                let shared = select::shared_addresses(&all);
-                // Each interface once, with its addresses held elsewhere too.
-                let mut dup: Vec<(String, Vec<String>)> = Vec::new();
-                for (i, a) in probe.entries.iter().filter(|(_, a)| shared.contains(&fp(&a.to_string()))) {
-                    match dup.iter_mut().find(|d| d.0 == *i) {
-                        Some(d) => d.1.push(a.to_string()),
-                        None => dup.push((i.clone(), vec![a.to_string()])),
-                    }
-                }
-                let dup: Vec<String> = dup.iter().map(|(i, a)| format!("{i} ({})", a.join(", "))).collect();
-                let nodes = {
-                    let mut n: Vec<u64> = all.iter().map(|s| s.node).collect();
-                    n.sort();
-                    n.dedup();
-                    n.len()
-                };
-                Err(err!(
-                    Fabric,
-                    "no network interface of libfabric provider {} on host {} has an address that differs between \
-                     the store's {nodes} nodes: {} carry the same address on several nodes and reach no other \
-                     node (a container or VM bridge like docker0 or virbr0, or loopback); set FABRIC_IFACE to the \
-                     interface that connects the nodes",
-                    probe.prov,
-                    host_name(),
-                    if dup.is_empty() { "its interfaces".to_string() } else { dup.join(", ") }
-                ))
-            }
-            Err(_) => Ok((probe.req, probe.origin)),
-        };
-        agree(comm, mine)
-    }
-
-    /// Local: the provider the request leads to (without an interface
-    /// agreement) and the `(interface, address)` of its domains that carry
-    /// IP addresses, link-local ones left out.
-    fn probe(req: Request, origin: IfaceOrigin) -> Result<Probe> {
-        // SAFETY: the info list is walked read-only and freed once.
-        unsafe {
-            let list = query(false)?;
-            let (cands, addrs): (Vec<_>, Vec<_>) = list_entries(list).into_iter().map(|(p, c)| (c, ip_of(p))).unzip();
-            if !list.is_null() {
-                ddsfi_freeinfo(list);
-            }
-            let i = select::choose(&cands, &req).map_err(|m| err!(Fabric, "{m}"))?;
-            let prov = cands[i].0.clone();
-            let mut entries: Vec<(String, std::net::IpAddr)> = Vec::new();
-            if select::iface_applies(&prov) {
-                for ((p, d), a) in cands.iter().zip(&addrs) {
-                    if let Some(a) = a.filter(|a| *p == prov && !select::link_local(a)) {
-                        if !entries.contains(&(d.clone(), a)) {
-                            entries.push((d.clone(), a));
-                        }
-                    }
-                }
-            }
-            Ok(Probe { req, origin, prov, entries })
-        }
     }
 
     /// Inserts raw endpoint addresses into the address vector (each distinct
@@ -530,55 +303,6 @@ impl Fabric {
         self.server.as_ref().map_or(ptr::null_mut(), |s| s.ep)
     }
 
-    fn new_reader(&self) -> Result<Reader> {
-        // SAFETY: open objects of this domain.
-        let ep = unsafe { Endpoint::open(self.domain, self.info, self.av, FI_WAIT_NONE, self.slots * 2) }?;
-        Ok(Reader {
-            ep,
-            ctx: vec![fi_context2::default(); self.slots],
-            free: (0..self.slots as u32).rev().collect(),
-            slot_owner: vec![0; self.slots],
-            slot_len: vec![0; self.slots],
-        })
-    }
-
-    /// Takes a reader endpoint for the calling thread: an idle one, a new one
-    /// while the pool is below its size, or waits for one.
-    pub fn acquire(&self) -> Result<Reader> {
-        let mut pool = self.pool.lock();
-        loop {
-            if let Some(r) = pool.idle.pop() {
-                return Ok(r);
-            }
-            if pool.count < self.max_readers {
-                pool.count += 1;
-                drop(pool);
-                let r = self.new_reader();
-                if r.is_err() {
-                    self.pool.lock().count -= 1;
-                    self.pool_cv.notify_one();
-                }
-                return r;
-            }
-            self.pool_cv.wait(&mut pool);
-        }
-    }
-
-    /// Returns a reader; `healthy` false closes it (reads may still be in
-    /// flight on it: closing the endpoint cancels them).
-    pub fn release(&self, r: Reader, healthy: bool) {
-        let mut pool = self.pool.lock();
-        if healthy {
-            pool.idle.push(r);
-        } else {
-            pool.count -= 1;
-            drop(pool);
-            drop(r);
-        }
-        self.pool_cv.notify_one();
-    }
-
-    /// `fabric:<provider>@<domain>`, `+hmem` when opened with FI_HMEM.
     /// The provider, as `fi_info` names it.
     pub fn provider(&self) -> &str {
         &self.prov
@@ -615,6 +339,7 @@ impl Fabric {
         Ok(())
     }
 
+    /// `fabric:<provider>@<domain>`, `+hmem` when opened with FI_HMEM.
     pub fn describe(&self) -> String {
         format!("fabric:{}@{}{}", self.prov, self.domain_name, if self.caps.hmem { "+hmem" } else { "" })
     }
@@ -637,77 +362,6 @@ impl Fabric {
             d = self.domain_name
         )
     }
-}
-
-/// The IP address of an `fi_info` entry's source address, if it has one.
-unsafe fn ip_of(info: *const fi_info) -> Option<std::net::IpAddr> {
-    let (a, len) = ((*info).src_addr as *const u8, (*info).src_addrlen);
-    if a.is_null() || len < std::mem::size_of::<libc::sockaddr_in>() {
-        return None;
-    }
-    let family = match (*info).addr_format {
-        FI_SOCKADDR_IN => libc::AF_INET,
-        FI_SOCKADDR_IN6 => libc::AF_INET6,
-        FI_SOCKADDR => (*(a as *const libc::sockaddr)).sa_family as i32,
-        _ => return None,
-    };
-    // Unaligned reads: src_addr is only byte-aligned by contract.
-    if family == libc::AF_INET {
-        let s: libc::sockaddr_in = ptr::read_unaligned(a.cast());
-        Some(std::net::Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)).into())
-    } else if family == libc::AF_INET6 && len >= std::mem::size_of::<libc::sockaddr_in6>() {
-        let s: libc::sockaddr_in6 = ptr::read_unaligned(a.cast());
-        Some(std::net::Ipv6Addr::from(s.sin6_addr.s6_addr).into())
-    } else {
-        None
-    }
-}
-
-/// This host's name, for messages.
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf holds its length.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "?".to_string()
-    }
-}
-
-/// The entries of an `fi_getinfo` list (empty for a null list), each with
-/// its `(provider, domain)` names, the key a provider is chosen by.
-unsafe fn list_entries(list: *mut fi_info) -> Vec<(*mut fi_info, (String, String))> {
-    let mut out = Vec::new();
-    let mut p = list;
-    while !p.is_null() {
-        out.push((p, (cstr((*(*p).fabric_attr).prov_name), cstr((*(*p).domain_attr).name))));
-        p = (*p).next;
-    }
-    out
-}
-
-/// A copy of the FI_HMEM entry of `(provider, domain)`, or null (none, or
-/// the query failed: the plain entry is used then).
-unsafe fn hmem_entry(want: &(String, String)) -> *mut fi_info {
-    let Ok(list) = query(true) else { return ptr::null_mut() };
-    let out = list_entries(list)
-        .into_iter()
-        .find(|(p, names)| (**p).caps & FI_HMEM != 0 && names == want)
-        .map_or(ptr::null_mut(), |(p, _)| ddsfi_dupinfo(p));
-    if !list.is_null() {
-        ddsfi_freeinfo(list);
-    }
-    out
-}
-
-unsafe fn fab_name(info: *mut fi_info) -> String {
-    cstr((*(*info).fabric_attr).prov_name)
-}
-
-unsafe fn dom_name(info: *mut fi_info) -> String {
-    cstr((*(*info).domain_attr).name)
 }
 
 impl Drop for Fabric {

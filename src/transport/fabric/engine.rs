@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use libfabric_sys::*;
 
-use super::domain::{Fabric, Reader};
+use super::domain::Fabric;
+use super::pool::Reader;
 use crate::error::{err, Error, Result};
 use crate::profile::{Counters, Timer};
 

@@ -1,8 +1,10 @@
 //! Method 1: one-sided reads over libfabric (RDMA where the network has it).
 //!
 //! * [`select`]: provider and domain choice (environment, options, NIC map);
-//! * [`domain`]: one fabric/domain/address vector per store, the serving
-//!   endpoint with its [`progress`] thread, and a pool of reader endpoints;
+//! * [`domain`]: one fabric/domain/address vector per store and the serving
+//!   endpoint with its [`progress`] thread; [`pool`]: its reader endpoints;
+//!   [`iface`]: the network interface, agreed across nodes; [`info`]: the
+//!   `fi_getinfo` queries;
 //! * [`mr`]: shard registrations (remote read only) and destination
 //!   registrations (only where the provider needs local descriptors);
 //! * [`engine`]: the batched read engine used by `dds_get` and `dds_get_batch`.
@@ -15,7 +17,10 @@
 pub mod domain;
 pub(crate) mod endpoint;
 pub(crate) mod engine;
+pub(crate) mod iface;
+pub(crate) mod info;
 pub mod mr;
+pub(crate) mod pool;
 pub(crate) mod progress;
 pub mod select;
 
