@@ -17,11 +17,11 @@ use parking_lot::Mutex;
 use super::{validate_shape, Collective, Method, Options, Shape, Store};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
-use crate::handshake::{self as hs, Expect, RankRecord, Record};
+use crate::handshake::{self as hs, Expect, ProviderCheck, RankRecord, Record};
 use crate::layout::Layout;
 use crate::mpi::{agree, Comm};
 use crate::shard::Shard;
-use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
+use crate::transport::fabric::{select, Fabric, FabricConfig, FabricVar};
 use crate::transport::local::{Near, NodeMap};
 use crate::transport::Transport;
 use crate::var::{Parts, Variable};
@@ -326,7 +326,9 @@ impl Store {
         let want = Expect {
             name: record.to_string(),
             n_core: sp.n_core,
-            provider: open.or_else(|| sp.fcfg.provider.clone()),
+            provider: open
+                .or_else(|| sp.fcfg.provider.clone())
+                .map(|p| ProviderCheck { name: select::normalize_provider(&p), matches: select::provider_matches }),
             row,
         };
         let found = hs::poll(sp.timeout, || match hs::read_checked(&path)? {
