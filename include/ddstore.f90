@@ -721,21 +721,21 @@ contains
     call finish(st, status)
   end subroutine dds_destroy
 
-  ! Opens a read epoch: makes updates visible and synchronises the ranks.
+  ! Opens a read epoch (DDStore compatibility).
   subroutine dds_epoch_begin(store, status)
     type(dds_store_t), intent(in) :: store
     integer, intent(out), optional :: status
     call finish(c_dds_epoch_begin(store%handle), status)
   end subroutine dds_epoch_begin
 
-  ! Closes the read epoch.
+  ! Closes the read epoch opened by `dds_epoch_begin`.
   subroutine dds_epoch_end(store, status)
     type(dds_store_t), intent(in) :: store
     integer, intent(out), optional :: status
     call finish(c_dds_epoch_end(store%handle), status)
   end subroutine dds_epoch_end
 
-  ! Method 2 extra member: attaches to a variable published by the core job.
+  ! Method 2 extra member: attaches to variable `name` published by the core job.
   subroutine dds_join(store, name, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
@@ -743,7 +743,7 @@ contains
     call finish(c_dds_join(store%handle, c_chars(name)), status)
   end subroutine dds_join
 
-  ! Frees variable `name` (collective on core members; local on method-2 extras).
+  ! Frees variable `name` so that the name can be registered (or joined) again.
   subroutine dds_remove(store, name, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
@@ -751,7 +751,9 @@ contains
     call finish(c_dds_remove(store%handle, c_chars(name)), status)
   end subroutine dds_remove
 
-  ! Method-2 extra member: announces it has finished reading.
+  ! Method 2 extra member: announces that this store has finished reading, to every core
+  ! store whose variables it joined (one file per extra store in the hand-shake
+  ! directory).
   subroutine dds_extra_done(store, status)
     type(dds_store_t), intent(in) :: store
     integer, intent(out), optional :: status

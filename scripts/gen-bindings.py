@@ -13,6 +13,29 @@ prototypes. From it this script writes
   python-ctypes/pyddstore/_constants.py
                                    every DDS_* constant, for pyddstore.
 
+The template's directives (lines starting `!@`, which never reach the output):
+  !@insert WHAT        a generated block: constants, structs (bind(C) mirrors
+                       c_dds_*), raw-public and raw-interfaces (one c_dds_*
+                       per function), generics (one generic interface per
+                       !@template);
+  !@thin F1 F2 ...     friendly wrappers for functions taking only the store
+                       and names: subroutine F(store, [name,] status), with the
+                       first sentence of the header's comment;
+  !@default S f=v      the initial value of field f of mirror c_S;
+  !@out-scalar F.p     C pointer parameter p of F as a scalar intent(out)
+                       (other `T *` parameters are type(c_ptr), value);
+  !@optional F.p       a `const struct *` parameter that may be omitted;
+  !@template GENERIC NAME ranks=R ... !@end-template
+                       one specific NAME per array type and rank in R (0: a
+                       scalar, 1, 2), all specifics of interface GENERIC. In
+                       the body ${T} is the type (integer(c_int8_t) ...
+                       real(c_double)), ${K} its suffix (i1 i4 i8 r4 r8),
+                       ${R} the rank ("1d"), ${DIMS} "(:)" or "(:, :)",
+                       ${COLS} the first extent of a 2-D array (-1_c_int64_t
+                       for 1-D); a line starting `!@1d ` or `!@2d ` is kept
+                       for that rank only;
+  !@note ...           a comment of the template itself.
+
 Usage: gen-bindings.py            write the files (run by `make header`)
        gen-bindings.py --check    fail, naming the file, if a committed file
                                    differs from what would be written now
@@ -25,6 +48,7 @@ guessed at: teach it here, or the Fortran choice in the template.
 import os
 import re
 import sys
+import textwrap
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 HEADER = "include/ddstore.h"
@@ -100,7 +124,17 @@ def parse_header(text):
                     raise GenError(f"{HEADER}: cannot read parameter {p!r} of {m.group(2)}")
                 params.append((norm_type(pm.group(1)), pm.group(2)))
         functions.append((norm_type(m.group(1)), m.group(2), params))
-    return defines, statuses, structs, functions
+    docs = {}
+    comment = []
+    for line in text.split("\n"):
+        if line.startswith("//"):
+            comment.append(line[2:].strip())
+            continue
+        m = re.match(r"[\w ]+?\*?\s*(dds_\w+)\(", line)
+        if m and comment:
+            docs[m.group(1)] = re.split(r"(?<=\.)\s", " ".join(comment), maxsplit=1)[0]
+        comment = []
+    return defines, statuses, structs, functions, docs
 
 
 def norm_type(t):
@@ -192,6 +226,32 @@ def wrap_list(prefix, names, indent):
     if cur:
         lines.append(indent + prefix + ", ".join(cur))
     return lines
+
+
+def gen_thin(names, functions, docs):
+    """Friendly wrappers of functions whose arguments are the store and names."""
+    by_name = {f[1]: f for f in functions}
+    out = []
+    for fn in names:
+        if fn not in by_name:
+            raise GenError(f"{F90_TEMPLATE}: !@thin names {fn}, which the header does not declare")
+        ret, _, params = by_name[fn]
+        if ret != "enum dds_status" or not params or params[0][0] != "struct dds_store *" \
+                or any(p[0] != "const char *" for p in params[1:]):
+            raise GenError(f"{F90_TEMPLATE}: {fn} takes more than the store and names: write its wrapper")
+        names_ = [p[1] for p in params[1:]]
+        if out:
+            out.append("")
+        if fn in docs:
+            out += textwrap.wrap(docs[fn], LINE_MAX - 20, initial_indent="  ! ", subsequent_indent="  ! ")
+        out.append(f"  subroutine {fn}(" + ", ".join(["store"] + names_ + ["status"]) + ")")
+        out.append("    type(dds_store_t), intent(in) :: store")
+        out += [f"    character(len=*), intent(in) :: {n}" for n in names_]
+        out.append("    integer, intent(out), optional :: status")
+        args = ", ".join(["store%handle"] + [f"c_chars({n})" for n in names_])
+        out.append(f"    call finish(c_{fn}({args}), status)")
+        out.append(f"  end subroutine {fn}")
+    return out
 
 
 def gen_constants(defines, statuses):
@@ -300,7 +360,7 @@ def expand_template(head, body, lineno):
 
 
 def gen_fortran(template, header_parts):
-    defines, statuses, structs, functions = header_parts
+    defines, statuses, structs, functions, docs = header_parts
     choices = Choices()
     lines = template.split("\n")
     # Directives first: they apply wherever they stand.
@@ -334,6 +394,11 @@ def gen_fortran(template, header_parts):
             generics.append((generic, names))
             out += body
             i = end + 1
+            continue
+        m = re.match(r"\s*!@thin\s+(.*)$", line)
+        if m:
+            out += gen_thin(m.group(1).split(), functions, docs)
+            i += 1
             continue
         m = re.match(r"\s*!@insert\s+(\S+)\s*$", line)
         if m:
@@ -374,7 +439,7 @@ def gen_fortran(template, header_parts):
 # ---------------------------------------------------------------------------
 
 def gen_python(header_parts):
-    defines, statuses, _, _ = header_parts
+    defines, statuses = header_parts[:2]
     out = ['"""The C API\'s integer constants, from include/ddstore.h.',
            "",
            "Generated by scripts/gen-bindings.py; do not edit: run `make header`.",
