@@ -44,9 +44,7 @@ module ddstore
   implicit none
   private
 
-  ! ---------------------------------------------------------------------
-  ! Constants (values from ddstore.h)
-  ! ---------------------------------------------------------------------
+  ! ---- Constants (values from ddstore.h) ----
   ! Statuses (enum dds_status)
   integer(c_int), parameter, public :: DDS_OK = 0
   integer(c_int), parameter, public :: DDS_ERR_INVALID_ARGUMENT = 1
@@ -96,9 +94,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_PATH_REFUSED = 3
   integer(c_int32_t), parameter, public :: DDS_SETTINGS_PATH_BYTES = 4096
 
-  ! ---------------------------------------------------------------------
-  ! bind(C) mirrors of the C structs (unsigned C fields are signed here)
-  ! ---------------------------------------------------------------------
+  ! ---- bind(C) mirrors of the C structs (unsigned C fields are signed here) ----
   type, bind(C), public :: c_dds_options
     integer(c_int32_t) :: struct_size = 0
     integer(c_int32_t) :: method = 0
@@ -164,9 +160,7 @@ module ddstore
   end type c_dds_counters
 
 
-  ! ---------------------------------------------------------------------
-  ! Friendly types
-  ! ---------------------------------------------------------------------
+  ! ---- Friendly types ----
 
   ! A store handle. Create it with dds_create and release it with dds_destroy
   ! (collective); it is not destroyed automatically. `handle` is the C
@@ -221,9 +215,7 @@ module ddstore
     integer(c_int64_t) :: req_bytes_sent = 0, req_bytes_recv = 0
   end type dds_counters_t
 
-  ! ---------------------------------------------------------------------
-  ! Raw interface: one bind(C) interface per function of ddstore.h
-  ! ---------------------------------------------------------------------
+  ! ---- Raw interface: one bind(C) interface per function of ddstore.h ----
   public :: c_dds_version, c_dds_status_string, c_dds_last_error, c_dds_options_init, c_dds_pointer_kind
   public :: c_dds_gpu_available, c_dds_create, c_dds_store_settings, c_dds_destroy, c_dds_epoch_begin
   public :: c_dds_epoch_end, c_dds_join, c_dds_join_expect, c_dds_remove, c_dds_extra_done, c_dds_wait_extras
@@ -563,9 +555,7 @@ module ddstore
     end function c_strlen
   end interface
 
-  ! ---------------------------------------------------------------------
-  ! Friendly interface
-  ! ---------------------------------------------------------------------
+  ! ---- Friendly interface ----
   public :: dds_create, dds_destroy, dds_epoch_begin, dds_epoch_end, dds_join
   public :: dds_remove, dds_extra_done, dds_wait_extras
   public :: dds_init, dds_add, dds_update, dds_get, dds_get_batch
@@ -634,9 +624,7 @@ module ddstore
 
 contains
 
-  ! =====================================================================
-  ! Library
-  ! =====================================================================
+  ! ==== Library ====
 
   ! Version of the library, e.g. "0.1.0".
   function dds_version() result(v)
@@ -657,9 +645,7 @@ contains
     s = last_msg(1:last_len)
   end function dds_last_error_message
 
-  ! =====================================================================
-  ! Store lifetime
-  ! =====================================================================
+  ! ==== Store lifetime ====
 
   ! Creates a store over communicator `comm` (integer handle; with mpi_f08
   ! pass comm%MPI_VAL). Collective. Options left out take the library's
@@ -773,9 +759,7 @@ contains
     call finish(c_dds_wait_extras(store%handle, int(n_extras, c_int64_t), t), status)
   end subroutine dds_wait_extras
 
-  ! =====================================================================
-  ! Queries
-  ! =====================================================================
+  ! ==== Queries ====
 
   ! Describes variable `name`.
   subroutine dds_info(store, name, info, status)
@@ -783,9 +767,8 @@ contains
     character(len=*), intent(in) :: name
     type(dds_var_info_t), intent(out) :: info
     integer, intent(out), optional :: status
-    type(c_dds_var_info) :: raw
+    type(c_dds_var_info), target :: raw
     integer(c_int) :: st
-    integer :: i
     raw%struct_size = int(c_sizeof(raw), c_int32_t)
     st = c_dds_info(store%handle, c_chars(name), raw)
     if (st == DDS_OK) then
@@ -799,10 +782,7 @@ contains
       info%node_local = raw%node_local /= 0
       info%node_ranks = int(raw%node_ranks)
       info%device_path = int(raw%device_path)
-      do i = 1, size(raw%transport)
-        if (raw%transport(i) == c_null_char) exit
-        info%transport(i:i) = raw%transport(i)
-      end do
+      info%transport = from_c(c_loc(raw%transport))   ! NUL-terminated by the library
     end if
     call finish(st, status)
   end subroutine dds_info
@@ -842,9 +822,8 @@ contains
     type(dds_store_t), intent(in) :: store
     type(dds_settings_t), intent(out) :: settings
     integer, intent(out), optional :: status
-    type(c_dds_settings) :: raw
+    type(c_dds_settings), target :: raw
     integer(c_int) :: st
-    integer :: i, n
     raw%struct_size = int(c_sizeof(raw), c_int32_t)
     st = c_dds_store_settings(store%handle, raw)
     if (st == DDS_OK) then
@@ -856,25 +835,15 @@ contains
       settings%profiling = raw%profiling /= 0
       settings%node_local = raw%node_local /= 0
       settings%mpi_progress = raw%mpi_progress /= 0
-      n = 0
-      do while (n < size(raw%handshake_dir))
-        if (raw%handshake_dir(n + 1) == c_null_char) exit
-        n = n + 1
-      end do
-      allocate(character(len=n) :: settings%handshake_dir)
-      do i = 1, n
-        settings%handshake_dir(i:i) = raw%handshake_dir(i)
-      end do
+      settings%handshake_dir = from_c(c_loc(raw%handshake_dir))   ! NUL-terminated by the library
     end if
     call finish(st, status)
   end subroutine dds_store_settings
 
-  ! =====================================================================
-  ! Workers behind the generic interfaces. `p` is the array's address
-  ! (c_null_ptr when it is empty), `nelems` its number of elements,
-  ! `isz` its item size in bytes, `what` its type for messages, and `cols`
-  ! its first extent for a 2-D array (-1 for a 1-D array).
-  ! =====================================================================
+  ! ==== Workers behind the generic interfaces ====
+  ! `p` is the array's address (c_null_ptr when it is empty), `nelems` its
+  ! number of elements, `isz` its item size in bytes, `what` its type for
+  ! messages, and `cols` its first extent for a 2-D array (-1 for 1-D).
 
   subroutine init_any(store, name, local_rows, row_elems, isz, status)
     type(dds_store_t), intent(in) :: store
@@ -1020,7 +989,8 @@ contains
     call finish(st, status)
   end subroutine dds_test
 
-  subroutine register_any(store, name, p, nelems, isz, contiguous, status)
+  ! dds_register_recv, or with `unregister` dds_unregister_recv.
+  subroutine register_any(store, name, p, nelems, isz, contiguous, status, unregister)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     type(c_ptr), intent(in) :: p
@@ -1028,37 +998,24 @@ contains
     integer, intent(in) :: isz
     logical, intent(in) :: contiguous
     integer, intent(out), optional :: status
+    logical, intent(in), optional :: unregister
     type(c_dds_var_info) :: info
-    if (.not. contiguous) then
+    if (.not. contiguous .and. present(unregister)) then
+      call finish(DDS_ERR_INVALID_ARGUMENT, status, "dds_unregister_recv: the array for '" // trim(name) // &
+                  "' is not contiguous, so it cannot have been registered")
+    else if (.not. contiguous) then
       call finish(DDS_ERR_INVALID_ARGUMENT, status, "dds_register_recv: the array for '" // trim(name) // &
                   "' is not contiguous; register a whole array or a contiguous section")
     else if (nelems == 0) then
-      ! Nothing to register; only check the name.
+      ! Nothing to (un)register; only check the name.
       info%struct_size = int(c_sizeof(info), c_int32_t)
       call finish(c_dds_info(store%handle, c_chars(name), info), status)
+    else if (present(unregister)) then
+      call finish(c_dds_unregister_recv(store%handle, c_chars(name), p), status)
     else
       call finish(c_dds_register_recv(store%handle, c_chars(name), p, nbytes(nelems, isz)), status)
     end if
   end subroutine register_any
-
-  subroutine unregister_any(store, name, p, nelems, contiguous, status)
-    type(dds_store_t), intent(in) :: store
-    character(len=*), intent(in) :: name
-    type(c_ptr), intent(in) :: p
-    integer(c_int64_t), intent(in) :: nelems
-    logical, intent(in) :: contiguous
-    integer, intent(out), optional :: status
-    type(c_dds_var_info) :: info
-    if (.not. contiguous) then
-      call finish(DDS_ERR_INVALID_ARGUMENT, status, "dds_unregister_recv: the array for '" // trim(name) // &
-                  "' is not contiguous, so it cannot have been registered")
-    else if (nelems == 0) then
-      info%struct_size = int(c_sizeof(info), c_int32_t)
-      call finish(c_dds_info(store%handle, c_chars(name), info), status)
-    else
-      call finish(c_dds_unregister_recv(store%handle, c_chars(name), p), status)
-    end if
-  end subroutine unregister_any
 
   ! Looks variable `name` up and checks that an array of `isz`-byte items
   ! (and, for a 2-D array, `cols` elements per column) fits its rows.
@@ -1130,9 +1087,7 @@ contains
     end if
   end subroutine finish
 
-  ! =====================================================================
-  ! Helpers
-  ! =====================================================================
+  ! ==== Helpers ====
 
   ! A Fortran string, trailing blanks removed, as a NUL-terminated C string.
   pure function c_chars(s) result(a)
@@ -1181,16 +1136,9 @@ contains
     s = trim(buf)
   end function itoa
 
-  ! =====================================================================
-  ! Specific procedures of the generic interfaces, one per array type and
-  ! rank. They only take the array's address and size and call a worker.
-  ! =====================================================================
-
-  ! =====================================================================
-  ! Specific procedures of the generic interfaces, one per array type and
-  ! rank, from the templates below. They only take the array's address and
-  ! size and call a worker.
-  ! =====================================================================
+  ! ==== Specifics of the generic interfaces, one per array type and rank ====
+  ! From the !@template blocks below: they take the array's address and size
+  ! and call a worker.
 
  subroutine add_i1_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
@@ -2049,7 +1997,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_i1_1d
 
   subroutine unregister_recv_i4_1d(store, name, a, status)
@@ -2060,7 +2009,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_i4_1d
 
   subroutine unregister_recv_i8_1d(store, name, a, status)
@@ -2071,7 +2021,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_i8_1d
 
   subroutine unregister_recv_r4_1d(store, name, a, status)
@@ -2082,7 +2033,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_r4_1d
 
   subroutine unregister_recv_r8_1d(store, name, a, status)
@@ -2093,7 +2045,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_r8_1d
 
   subroutine unregister_recv_i1_2d(store, name, a, status)
@@ -2104,7 +2057,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_i1_2d
 
   subroutine unregister_recv_i4_2d(store, name, a, status)
@@ -2115,7 +2069,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_i4_2d
 
   subroutine unregister_recv_i8_2d(store, name, a, status)
@@ -2126,7 +2081,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_i8_2d
 
   subroutine unregister_recv_r4_2d(store, name, a, status)
@@ -2137,7 +2093,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_r4_2d
 
   subroutine unregister_recv_r8_2d(store, name, a, status)
@@ -2148,7 +2105,8 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0 .and. is_contiguous(a)) p = c_loc(a)
-    call unregister_any(store, name, p, size(a, kind=c_int64_t), is_contiguous(a), status)
+    call register_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, is_contiguous(a), status, &
+                      unregister=.true.)
   end subroutine unregister_recv_r8_2d
 
   ! dds_init: the mold's type gives the item size.

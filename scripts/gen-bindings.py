@@ -21,6 +21,12 @@ The template's directives (lines starting `!@`, which never reach the output):
   !@thin F1 F2 ...     friendly wrappers for functions taking only the store
                        and names: subroutine F(store, [name,] status), with the
                        first sentence of the header's comment;
+  !@copy S SRC DST [int=f,..] [logical=f,..] [skip=f,..]
+                       `DST%f = SRC%f` for every field f of struct S, in
+                       header order: int() for the int= fields, `/= 0` for
+                       the logical= ones, none for the skip= ones; a field
+                       added to S is copied too (so the friendly type must
+                       take it, or the template skip it);
   !@default S f=v      the initial value of field f of mirror c_S;
   !@out-scalar F.p     C pointer parameter p of F as a scalar intent(out)
                        (other `T *` parameters are type(c_ptr), value);
@@ -254,6 +260,36 @@ def gen_thin(names, functions, docs):
     return out
 
 
+def gen_copy(words, structs, indent, lineno):
+    """`!@copy S SRC DST [int=..] [logical=..] [skip=..]`."""
+    if len(words) < 3 or words[0] not in structs or structs[words[0]] is None:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@copy needs a struct of the header, a source and a target")
+    sname, src, dst = words[:3]
+    lists = {"int": set(), "logical": set(), "skip": set()}
+    for w in words[3:]:
+        key, _, names = w.partition("=")
+        if key not in lists:
+            raise GenError(f"{F90_TEMPLATE}:{lineno}: !@copy option {key!r} (int, logical or skip)")
+        lists[key] |= set(names.split(","))
+    fields = [f[1] for f in structs[sname]]
+    unknown = set().union(*lists.values()) - set(fields)
+    if unknown:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: {sname} has no field {sorted(unknown)}")
+    out = []
+    for ctype, f, dim in structs[sname]:
+        if f in lists["skip"]:
+            continue
+        if dim is not None:
+            raise GenError(f"{F90_TEMPLATE}:{lineno}: {sname}.{f} is an array: copy it by hand and skip it")
+        value = f"{src}%{f}"
+        if f in lists["int"]:
+            value = f"int({value})"
+        elif f in lists["logical"]:
+            value = f"{value} /= 0"
+        out.append(f"{indent}{dst}%{f} = {value}")
+    return out
+
+
 def gen_constants(defines, statuses):
     out = ["  ! Statuses (enum dds_status)"]
     out += [f"  integer(c_int), parameter, public :: {n} = {v}" for n, v in statuses]
@@ -393,7 +429,14 @@ def gen_fortran(template, header_parts):
             generic, names, body = expand_template(head, lines[i + 1:end], i + 1)
             generics.append((generic, names))
             out += body
+            if end + 1 < len(lines) and re.match(r"\s*!", lines[end + 1]):
+                out.append("")  # before the next template or its comment
             i = end + 1
+            continue
+        m = re.match(r"(\s*)!@copy\s+(.*)$", line)
+        if m:
+            out += gen_copy(m.group(2).split(), structs, m.group(1), i + 1)
+            i += 1
             continue
         m = re.match(r"\s*!@thin\s+(.*)$", line)
         if m:
