@@ -79,6 +79,7 @@ install-test-prefix:
 # Style gates first: formatting and clippy (warnings are errors).
 .PHONY: lint
 lint:
+	python3 scripts/test_gen_bindings.py
 	python3 scripts/gen-bindings.py --check
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings

@@ -159,7 +159,6 @@ module ddstore
     integer(c_int64_t) :: req_bytes_recv = 0
   end type c_dds_counters
 
-
   ! ---- Friendly types ----
 
   ! A store handle. Create it with dds_create and release it with dds_destroy
@@ -1138,7 +1137,7 @@ contains
 
   ! ==== Specifics of the generic interfaces, one per array type and rank ====
   ! From the !@template blocks below: they take the array's address and size
-  ! and call a worker.
+  ! and call a worker. A new generic over the array types: one more block here.
 
  subroutine add_i1_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
