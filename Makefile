@@ -3,7 +3,9 @@
 #   make demo                 a 4-rank example on this machine (installs what it needs)
 #   make test                 the whole test suite (installs what it needs)
 #   make install PREFIX=DIR   library, headers, CMake package, pkg-config file
-#   make header               regenerate include/ddstore.h after changing src/capi
+#   make header               regenerate include/ddstore.h after changing src/capi,
+#                             then what scripts/gen-bindings.py writes from it
+#                             (include/ddstore.f90, pyddstore/_constants.py)
 
 PREFIX ?= /usr/local
 # The MPI to build against, named by its C compiler wrapper (mpicc: the
@@ -46,6 +48,7 @@ build:
 
 header:
 	DDSTORE_UPDATE_HEADER=1 cargo build --release --target-dir $(TARGET_DIR)
+	python3 scripts/gen-bindings.py
 
 # Libraries, headers, and the CMake package and pkg-config file, which
 # CMake makes for the MPI of the build (cmake/CMakeLists.txt). Honours
@@ -76,6 +79,8 @@ install-test-prefix:
 # Style gates first: formatting and clippy (warnings are errors).
 .PHONY: lint
 lint:
+	python3 scripts/test_gen_bindings.py
+	python3 scripts/gen-bindings.py --check
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 

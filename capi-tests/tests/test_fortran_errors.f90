@@ -140,6 +140,8 @@ program test_fortran_errors
   call dds_unregister_recv(store, 'v', big)
   call dds_unregister_recv(store, 'v', big, status=st)
   call expect_err(st, DDS_ERR_INVALID_ARGUMENT, 'not registered', 'unregister twice')
+  call dds_unregister_recv(store, 'v', big(:, 1:6:2), status=st)
+  call expect_err(st, DDS_ERR_INVALID_ARGUMENT, 'cannot have been registered', 'unregister a strided section')
 
   ! ---- collective calls fail on every rank, even if one rank is wrong ----
   call dds_add(store, 'v', mine, status=st)

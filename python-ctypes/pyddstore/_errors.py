@@ -8,22 +8,13 @@ new code can catch everything from this package with one clause.
 
 import re
 
-# Status codes of the C API (dds_status in include/ddstore.h).
-DDS_OK = 0
-DDS_ERR_INVALID_ARGUMENT = 1
-DDS_ERR_UNKNOWN_VARIABLE = 2
-DDS_ERR_DUPLICATE_VARIABLE = 3
-DDS_ERR_INDEX_OUT_OF_RANGE = 4
-DDS_ERR_MISMATCH = 5
-DDS_ERR_BAD_STATE = 6
-DDS_ERR_UNSUPPORTED = 7
-DDS_ERR_MPI = 8
-DDS_ERR_FABRIC = 9
-DDS_ERR_GPU = 10
-DDS_ERR_TIMEOUT = 11
-DDS_ERR_NO_MEMORY = 12
-DDS_ERR_IO = 13
-DDS_ERR_INTERNAL = 14
+# Status codes of the C API (dds_status in include/ddstore.h), generated
+# into _constants.py by scripts/gen-bindings.py.
+from ._constants import (  # noqa: F401  (part of this module's interface)
+    DDS_OK, DDS_ERR_INVALID_ARGUMENT, DDS_ERR_UNKNOWN_VARIABLE, DDS_ERR_DUPLICATE_VARIABLE,
+    DDS_ERR_INDEX_OUT_OF_RANGE, DDS_ERR_MISMATCH, DDS_ERR_BAD_STATE, DDS_ERR_UNSUPPORTED, DDS_ERR_MPI,
+    DDS_ERR_FABRIC, DDS_ERR_GPU, DDS_ERR_TIMEOUT, DDS_ERR_NO_MEMORY, DDS_ERR_IO, DDS_ERR_INTERNAL,
+)
 
 
 class DDStoreError(Exception):

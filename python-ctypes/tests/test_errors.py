@@ -48,6 +48,19 @@ def test_status_table_is_complete():
     assert isinstance(odd, RuntimeError) and "99" in str(odd)
 
 
+def test_generated_constants_match_the_header():
+    # pyddstore/_constants.py (scripts/gen-bindings.py) against the header
+    # cffi read: the same DDS_* names with the same values, and _errors
+    # re-exports the statuses from it.
+    from pyddstore import _constants
+    ours = {n: getattr(_constants, n) for n in dir(_constants) if n.startswith("DDS_")}
+    header = {n: getattr(_lib, n) for n in dir(_lib._DECLARED) if n.startswith("DDS_")}
+    assert ours == header
+    for status in range(0, 15):
+        name = _lib.string(_lib.load().dds_status_string(status))
+        assert getattr(_errors, name) == status
+
+
 @pytest.fixture(params=METHODS)
 def store(request, comm):
     s = make_store(comm, request.param)

@@ -363,4 +363,18 @@ mod tests {
             "include/ddstore.h is out of date with src/capi: run `make header` and commit the result"
         );
     }
+
+    /// What scripts/gen-bindings.py writes from the header (the Fortran
+    /// module, pyddstore/_constants.py) must be committed as it would write
+    /// it now, as the header itself must be (see `header_is_current`).
+    #[test]
+    fn bindings_are_current() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = std::process::Command::new("python3")
+            .arg(format!("{root}/scripts/gen-bindings.py"))
+            .arg("--check")
+            .output()
+            .expect("python3 runs scripts/gen-bindings.py");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
 }

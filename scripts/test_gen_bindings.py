@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Tests of scripts/gen-bindings.py on small headers and templates (stdlib
+unittest; run by `make lint`): the expansions, and that a shape the script
+does not know stops it with a message naming it."""
+
+import importlib.util
+import os
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("gen_bindings", os.path.join(HERE, "gen-bindings.py"))
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
+
+HEADER = """
+#define DDS_ANSWER 42
+typedef enum dds_status {
+  DDS_OK = 0,
+  DDS_ERR_X = 1,
+} dds_status;
+typedef struct dds_store dds_store;
+typedef struct dds_pair {
+  uint32_t struct_size;
+  int64_t a;
+  char tag[8];
+} dds_pair;
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+// Does the thing. More words.
+enum dds_status dds_thing(struct dds_store *store, const char *name);
+enum dds_status dds_pair_get(struct dds_store *store, struct dds_pair *out, int32_t *n);
+#ifdef __cplusplus
+}
+#endif
+"""
+
+TEMPLATE = """module m
+!@insert constants
+!@insert structs
+!@insert generics
+contains
+!@thin dds_thing
+!@template dds_put put_${K}_${R} ranks=1,2
+  subroutine put_${K}_${R}(a)
+    ${T}, intent(in) :: a${DIMS}
+!@2d    ! cols ${COLS}
+  end subroutine put_${K}_${R}
+!@end-template
+end module m"""
+
+
+class Expansion(unittest.TestCase):
+    def setUp(self):
+        self.parts = gen.parse_header(HEADER)
+
+    def test_header_lists(self):
+        defines, statuses, structs, functions, docs = self.parts
+        self.assertEqual(defines, [("DDS_ANSWER", 42)])
+        self.assertEqual(statuses, [("DDS_OK", 0), ("DDS_ERR_X", 1)])
+        self.assertIsNone(structs["dds_store"])
+        self.assertEqual(structs["dds_pair"][2], ("char", "tag", 8))
+        self.assertEqual([f[1] for f in functions], ["dds_thing", "dds_pair_get"])
+        self.assertEqual(docs["dds_thing"], "Does the thing.")
+
+    def test_fortran(self):
+        out = gen.gen_fortran(TEMPLATE, self.parts)
+        self.assertIn("integer(c_int), parameter, public :: DDS_ERR_X = 1", out)
+        self.assertIn("integer(c_int32_t), parameter, public :: DDS_ANSWER = 42", out)
+        self.assertIn("character(kind=c_char) :: tag(8) = c_null_char", out)
+        self.assertIn("module procedure put_i1_1d, put_i4_1d", out)
+        self.assertIn("real(c_double), intent(in) :: a(:, :)", out)
+        self.assertEqual(out.count("! cols size(a, 1, c_int64_t)"), 5)  # rank-2 lines only
+        self.assertIn("  ! Does the thing.\n  subroutine dds_thing(store, name, status)", out)
+        self.assertNotIn("!@", out)
+
+    def test_raw_interfaces(self):
+        choices = gen.Choices()
+        lines = "\n".join(gen.gen_raw_interfaces(self.parts[3], self.parts[2], choices))
+        self.assertIn("type(c_dds_pair), intent(inout) :: out", lines)
+        self.assertIn("type(c_ptr), value :: n", lines)  # a pointer is an address unless !@out-scalar
+        choices.out_scalars.add(("dds_pair_get", "n"))
+        lines = "\n".join(gen.gen_raw_interfaces(self.parts[3], self.parts[2], choices))
+        self.assertIn("integer(c_int32_t), intent(out) :: n", lines)
+
+    def test_python(self):
+        self.assertIn("DDS_ERR_X = 1\n", gen.gen_python(self.parts))
+
+
+class Refusals(unittest.TestCase):
+    def refused(self, header, template, words):
+        with self.assertRaises(gen.GenError) as cm:
+            gen.gen_fortran(template, gen.parse_header(header))
+        for w in words:
+            self.assertIn(w, str(cm.exception))
+
+    def test_unknown_parameter_type(self):
+        header = HEADER.replace("int32_t *n", "float *n")
+        self.refused(header, TEMPLATE.replace("!@insert generics", "!@insert generics\n!@insert raw-interfaces"),
+                     ["dds_pair_get", "'float *'"])
+
+    def test_unknown_directive(self):
+        self.refused(HEADER, TEMPLATE + "\n!@insrt constants", ["unknown directive", "!@insrt"])
+
+    def test_thin_with_other_arguments(self):
+        self.refused(HEADER, TEMPLATE.replace("!@thin dds_thing", "!@thin dds_pair_get"),
+                     ["dds_pair_get", "write its wrapper"])
+
+    def test_copy_of_an_unknown_field(self):
+        self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x skip=nope", ["dds_pair", "nope"])
+
+    def test_copy_of_an_array(self):
+        self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x", ["dds_pair.tag", "array"])
+
+    def test_unterminated_template(self):
+        self.refused(HEADER, TEMPLATE.replace("!@end-template", ""), ["without !@end-template"])
+
+    def test_enum_without_values(self):
+        with self.assertRaises(gen.GenError) as cm:
+            gen.parse_header(HEADER.replace("DDS_ERR_X = 1", "DDS_ERR_X"))
+        self.assertIn("no explicit value", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
