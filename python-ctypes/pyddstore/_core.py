@@ -25,6 +25,8 @@ from ._errors import (
 _Var = namedtuple("_Var", "cname total_rows disp itemsize dtypes")
 
 _perf = time.perf_counter
+# The largest destination get() remembers between calls (see PyDDStore.get).
+_MEMO_BYTES = 1 << 16
 _ndarray = np.ndarray
 _INT64 = np.dtype(np.int64)
 _ffi = _lib.ffi
@@ -100,6 +102,8 @@ class PyDDStore:
                  nic_map=None, *, ddstore_width=0, batch_mode=None):
         self._h = None  # first, so __del__ works whatever fails below
         self._vars = {}
+        # get()'s memo of its latest plain call (see get): None until then.
+        self._last_get = None
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
         self._ragged = {}  # ragged variable name -> (dtype, row shape) given to add_ragged
         method = _as_int(method, "method", I32)
@@ -333,6 +337,24 @@ class PyDDStore:
 
     def get(self, name, arr, start=0):
         """Reads arr.shape[0] consecutive rows from global row `start` into `arr`."""
+        # The memo: a loop reading into the same array (the common case) skips
+        # from_buffer and the variable lookup, which cost more than the read of
+        # a small row. The array's address cannot move while the memo holds it
+        # (numpy refuses resize() of a referenced array), but its flags, shape
+        # and dtype can change, so those are checked on every call.
+        last = self._last_get
+        if last is not None and last[0] is arr:
+            _, last_name, shape, dtype, c_get, h, cname, ptr, nbytes, rows = last
+            if (last_name is name and type(start) is int and (flags := arr.flags).writeable
+                    and flags.c_contiguous and arr.shape == shape and arr.dtype is dtype):
+                try:
+                    rc = c_get(h, cname, ptr, nbytes, start, rows)
+                except OverflowError:  # cffi refuses an int outside int64_t before calling
+                    _row(start, "start")
+                    raise
+                if rc:
+                    self._check(rc)
+                return
         prof = self._prof
         if prof:
             t0 = _perf()
@@ -377,6 +399,12 @@ class PyDDStore:
         if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
+        elif nbytes <= _MEMO_BYTES and not gpu and type(arr) is _ndarray and type(name) is str:
+            # After a successful read only: the arguments are known good. The
+            # pointer (from_buffer's) keeps `arr` referenced until the next
+            # memo or free(), hence the size bound (large reads gain nothing
+            # from it). Profiled stores never take the memo (it skips the timing).
+            self._last_get = (arr, name, arr.shape, arr.dtype, self._c_get, h, var.cname, ptr, nbytes, rows)
 
     def get_batch(self, name, arr, indices):
         """Row i of `arr` receives global row indices[i]. Collective for method 0 in the collective batch mode."""
@@ -576,6 +604,7 @@ class PyDDStore:
             return
         self._recv.clear()
         self._vars.clear()
+        self._last_get = None
         self._check(self._lib.dds_destroy(h))
 
     def __del__(self):
