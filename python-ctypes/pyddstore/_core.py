@@ -102,8 +102,9 @@ class PyDDStore:
                  nic_map=None, *, ddstore_width=0, batch_mode=None):
         self._h = None  # first, so __del__ works whatever fails below
         self._vars = {}
-        # get()'s memo of its latest plain call (see get): None until then.
-        self._last_get = None
+        # get()'s memo of its latest plain call (see get): None until then;
+        # _seen_get: the latest small destination, a candidate for the memo.
+        self._last_get = self._seen_get = None
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
         self._ragged = {}  # ragged variable name -> (dtype, row shape) given to add_ragged
         method = _as_int(method, "method", I32)
@@ -380,8 +381,10 @@ class PyDDStore:
             ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
             if itemsize != var.itemsize:
                 self._itemsize_check(var, name, itemsize)
+            memo = False
         else:
             nbytes, gpu = len(ptr), False
+            memo = nbytes <= _MEMO_BYTES and type(name) is str
         if type(start) is not int:
             start = _row(start, "start")
         try:
@@ -399,12 +402,17 @@ class PyDDStore:
         if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
-        elif nbytes <= _MEMO_BYTES and not gpu and type(arr) is _ndarray and type(name) is str:
-            # After a successful read only: the arguments are known good. The
-            # pointer (from_buffer's) keeps `arr` referenced until the next
-            # memo or free(), hence the size bound (large reads gain nothing
-            # from it). Profiled stores never take the memo (it skips the timing).
-            self._last_get = (arr, name, arr.shape, arr.dtype, self._c_get, h, var.cname, ptr, nbytes, rows)
+        elif memo:
+            # After a successful read only: the arguments are known good. Made
+            # on an array's second read in a row, so that a fresh array per
+            # call (which never hits) pays one attribute store, not the memo.
+            # Both keep `arr` referenced until replaced or free(), hence the
+            # size bound (large reads gain nothing from the memo). Profiled
+            # stores never take the memo (it skips the timing).
+            if self._seen_get is arr:
+                self._last_get = (arr, name, arr.shape, arr.dtype, self._c_get, h, var.cname, ptr, nbytes, rows)
+            else:
+                self._seen_get = arr
 
     def get_batch(self, name, arr, indices):
         """Row i of `arr` receives global row indices[i]. Collective for method 0 in the collective batch mode."""
@@ -604,7 +612,7 @@ class PyDDStore:
             return
         self._recv.clear()
         self._vars.clear()
-        self._last_get = None
+        self._last_get = self._seen_get = None
         self._check(self._lib.dds_destroy(h))
 
     def __del__(self):

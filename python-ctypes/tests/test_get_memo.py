@@ -33,6 +33,12 @@ def row(g, sign=1.0):
     return sign * np.arange(g * COLS, (g + 1) * COLS, dtype=np.float32)
 
 
+def read_twice(store, name, arr, start):
+    """get() into `arr` twice: the memo is made on an array's second read in a row."""
+    store.get(name, arr, start)
+    store.get(name, arr, start)
+
+
 def remembered(store, arr):
     """True when get's memo holds `arr` (what the cases below rely on)."""
     last = store._last_get
@@ -54,6 +60,8 @@ def test_rows_right_across_calls(store, comm):
     total = ROWS * comm.size
     arr = np.empty((1, COLS), np.float32)
     store.get("x", arr, 0)
+    assert not remembered(store, arr)  # a fresh array per call never pays for the memo
+    store.get("x", arr, 0)
     assert remembered(store, arr)
     for g in list(range(total)) + list(range(total - 1, -1, -1)):
         store.get("x", arr, g)
@@ -68,7 +76,7 @@ def test_rows_right_across_calls(store, comm):
 
 def test_changed_array_gives_the_fresh_errors(store):
     arr = np.empty((1, COLS), np.float32)
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
     assert remembered(store, arr)
     arr.flags.writeable = False
     ro = np.empty((1, COLS), np.float32)
@@ -77,7 +85,7 @@ def test_changed_array_gives_the_fresh_errors(store):
     arr.flags.writeable = True
 
     wide = np.empty((2, COLS), np.float32)
-    store.get("x", wide, 0)
+    read_twice(store, "x", wide, 0)
     assert remembered(store, wide)
     wide.shape = (1, 2 * COLS)  # one row of twice the bytes
     same_error(lambda: store.get("x", wide, 0), lambda: store.get("x", np.empty((1, 2 * COLS), np.float32), 0))
@@ -85,11 +93,13 @@ def test_changed_array_gives_the_fresh_errors(store):
     store.get("x", wide, 2)
     assert np.array_equal(wide[1], row(3))
 
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
+    assert remembered(store, arr)
     arr.dtype = np.int16  # same bytes, items of another size (and a refused dtype)
     same_error(lambda: store.get("x", arr, 0), lambda: store.get("x", np.empty((1, 2 * COLS), np.int16), 0))
     arr.dtype = np.float32
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
+    assert remembered(store, arr)
     arr.dtype = np.uint8
     same_error(lambda: store.get("x", arr, 0), lambda: store.get("x", np.empty((1, 4 * COLS), np.uint8), 0))
     arr.dtype = np.float32
@@ -99,7 +109,7 @@ def test_changed_array_gives_the_fresh_errors(store):
 
 def test_changed_strides_give_the_fresh_error(store):
     arr = np.zeros((2, COLS), np.float32)
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
     assert remembered(store, arr)
     try:
         with warnings.catch_warnings():
@@ -116,7 +126,8 @@ def test_changed_strides_give_the_fresh_error(store):
 
 def test_bad_start_gives_the_fresh_errors(store, comm):
     arr = np.empty((1, COLS), np.float32)
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
+    assert remembered(store, arr)
     for bad in (ROWS * comm.size, -1, 1 << 63, -(1 << 63) - 1):
         same_error(lambda: store.get("x", arr, bad), lambda: store.get("x", np.empty((1, COLS), np.float32), bad))
         assert remembered(store, arr)  # a failed read leaves the memo as it was
@@ -131,20 +142,20 @@ def test_bad_start_gives_the_fresh_errors(store, comm):
 
 def test_memo_holds_small_arrays_only_until_free(store, comm):
     arr = np.empty((1, COLS), np.float32)
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
     ref = weakref.ref(arr)
     # A large destination is not remembered (the memo would keep its memory alive).
     big_rows = (1 << 16) // (4 * COLS) + 1
     big_var = np.zeros((big_rows, COLS), np.float32)
     store.add("big", big_var)
     big = np.empty((big_rows, COLS), np.float32)
-    store.get("big", big, 0)
+    read_twice(store, "big", big, 0)
     assert not remembered(store, big)
     big_ref = weakref.ref(big)
     del big
     gc.collect()
     assert big_ref() is None
-    store.get("x", arr, 0)
+    read_twice(store, "x", arr, 0)
     del arr
     gc.collect()
     assert ref() is not None  # remembered: alive until the next memo or free
