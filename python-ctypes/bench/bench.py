@@ -352,7 +352,11 @@ def build_cloop(comm):
     ffi = cffi.FFI()
     ffi.cdef("double cloop_get(uintptr_t get, uintptr_t store, const char *name, uintptr_t dst, size_t bytes,"
              " const int64_t *starts, int64_t n, int64_t calls, int *status);")
-    return (ffi, ffi.dlopen(path)), None
+    lib = ffi.dlopen(path)
+    comm.Barrier()  # every rank has it mapped: the file can go
+    if comm.rank == 0:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    return (ffi, lib), None
 
 
 def single_get(comm, out, opt):
