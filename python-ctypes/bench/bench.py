@@ -2,7 +2,7 @@
 
     mpiexec -n 2 python python-ctypes/bench/bench.py --out build/bench/python.jsonl
         [--quick] [--sizes B,B,...] [--repeats N] [--min-repeat-ms MS] [--shard-mib MIB]
-        [--groups mpi,mpi+local,...] [--overlap-only --append]
+        [--groups mpi,mpi+local,...] [--overlap-only --append] [--single-only]
 
 What capi-tests/bench measures through the C API, measured again through
 pyddstore, in the same `make bench` run, so that scripts/bench-report.py can
@@ -27,6 +27,15 @@ Then the fixed cost of one call: `get` of an 8-byte row, node-local
 repeats (what remains when the loaded machine leaves the process alone),
 next to the raw cffi call of dds_get with ready arguments (the library's
 own work plus cffi's) -- see docs/dev/performance.md.
+
+Then one row per call side by side, same node (method 0, node-local), at
+8 B and 3 KiB into a reused array: PyDDStore.get, the bare cffi call of
+dds_get with the arguments ready, and the same dds_get calls from a C loop
+(cloop.c, built here with the system compiler and called once per repeat),
+each repeat one pass over 1024 random rows, the three interleaved; then
+DistDataset.__getitem__ of one sample beside get of the same row into a
+reused and into a fresh array (records `pysingle`, with the ratios of the
+minima and of the medians; `--single-only` runs only these).
 
 Last, the training loop of capi-tests/bench/bench_overlap.c through pyddstore
 (method 0 collective and method 1 on shm, node-local reads off and on, 3 KiB
@@ -319,6 +328,194 @@ def per_call(comm, out, opt):
     store.free()
 
 
+def build_cloop(comm):
+    """The C loop of cloop.c built into a temporary directory (rank 0
+    compiles, every rank loads it): a cffi library, or (None, why)."""
+    import shutil
+    import subprocess
+    import tempfile
+    import cffi
+    path, why = None, None
+    if comm.rank == 0:
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            why = "no C compiler (set CC)"
+        else:
+            path = os.path.join(tempfile.mkdtemp(prefix="ddstore-cloop-"), "libcloop.so")
+            r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", path, os.path.join(HERE, "cloop.c")],
+                               capture_output=True, text=True)
+            if r.returncode:
+                path, why = None, f"{cc} failed: {r.stderr.strip()[:300]}"
+    path, why = comm.bcast((path, why), root=0)
+    if path is None:
+        return None, why
+    ffi = cffi.FFI()
+    ffi.cdef("double cloop_get(uintptr_t get, uintptr_t store, const char *name, uintptr_t dst, size_t bytes,"
+             " const int64_t *starts, int64_t n, int64_t calls, int *status);")
+    lib = ffi.dlopen(path)
+    comm.Barrier()  # every rank has it mapped: the file can go
+    if comm.rank == 0:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    return (ffi, lib), None
+
+
+def single_get(comm, out, opt):
+    """One row per call into a reused array, same node (method 0, node-local
+    reads: a copy out of the shared segment), at 8 B and 3 KiB: PyDDStore.get,
+    the bare cffi call of dds_get with the arguments ready, and the same calls
+    from a C loop (cloop.c) in this process; then a DistDataset's
+    __getitem__ (one sample, one field, the DDSTORE_BATCH_GET=0 path) beside
+    get of the same row of its variable. Each repeat is one short pass over
+    1024 random global rows per path, the paths interleaved; figures are
+    microseconds per call, the minimum over repeats (what remains when the
+    loaded machine leaves the process alone) and the median."""
+    me = comm.rank
+    built, why = build_cloop(comm)
+    if built is None and me == 0:
+        print(f"single get: no C loop ({why})")
+        out.write(json.dumps({"type": "pyskip", "group": "single-get C loop", "reason": why}) + "\n")
+    store, why = make_store(comm, 0, None, "1")
+    if store is None:
+        return
+    ffi = _lib.ffi
+    repeats = opt.short_repeats
+    for rb in (8, 3072):
+        elems, rows, var = rb // 8, 4096, f"single{rb}"
+        first = rows * me
+        store.add(var, np.arange(first * elems, (first + rows) * elems, dtype=np.int64).reshape(rows, elems))
+        pool = np.random.default_rng(31 + me + rb).integers(0, rows * comm.size, size=1024, dtype=np.int64)
+        starts = pool.tolist()
+        dst = np.empty((1, elems), np.int64)
+        get = store.get
+        c_get, h, cname, ptr = store._c_get, store._h, store._var(var).cname, ffi.from_buffer(dst)
+
+        def py_loop():
+            for s in starts:
+                get(var, dst, s)
+
+        def raw_loop():
+            for s in starts:
+                c_get(h, cname, ptr, rb, s, 1)
+
+        paths = [("PyDDStore.get", py_loop), ("cffi dds_get", raw_loop)]
+        if built is not None:
+            cffi_c, cl = built
+            args = (int(ffi.cast("uintptr_t", ffi.addressof(store._lib, "dds_get"))),
+                    int(ffi.cast("uintptr_t", h)), cname, int(ffi.cast("uintptr_t", ptr)), rb,
+                    cffi_c.from_buffer("int64_t[]", pool), len(pool), len(pool))
+            status = cffi_c.new("int *")
+
+            def c_loop():
+                cl.cloop_get(*args, status)
+                if status[0]:
+                    raise RuntimeError(f"dds_get from the C loop failed with status {status[0]}")
+            paths.append(("C dds_get", c_loop))
+        figures = {name: [] for name, _ in paths}
+        for fn in (f for _, f in paths):
+            fn()  # warm
+        for _ in range(repeats):
+            for name, fn in paths:
+                comm.Barrier()
+                t0 = _perf()
+                fn()
+                figures[name].append((_perf() - t0) / len(starts) * 1e6)
+        dst.fill(-1)
+        get(var, dst, starts[-1])
+        ok = comm.allreduce(bool(np.array_equal(dst[0], starts[-1] * elems + np.arange(elems))), op=MPI.LAND)
+        report_single(comm, out, f"get, {rb} B", rb, figures, [("PyDDStore.get", "cffi dds_get"),
+                                                              ("cffi dds_get", "C dds_get")], ok)
+    comm.Barrier()
+    store.free()
+    dataset_getitem(comm, out, opt)
+
+
+def dataset_getitem(comm, out, opt):
+    """DistDataset.__getitem__ of one 3 KiB sample against get of the same
+    row of its variable (into a reused array)."""
+    try:
+        import torch
+        from pyddstore.torch import DistDataset
+    except ImportError as exc:
+        if comm.rank == 0:
+            out.write(json.dumps({"type": "pyskip", "group": "DistDataset.__getitem__", "reason": str(exc)}) + "\n")
+        return
+    elems = 384
+
+    class Source:  # every rank's view of the whole dataset; DistDataset stores this rank's share
+        def __len__(self):
+            return 2048 * comm.size
+
+        def __getitem__(self, k):
+            return torch.arange(k * elems, (k + 1) * elems, dtype=torch.int64)
+
+    source = Source()
+    saved = os.environ.get("DDSTORE_NODE_LOCAL")
+    os.environ["DDSTORE_NODE_LOCAL"] = "1"
+    try:
+        ds = DistDataset(source, "single", comm=comm, method=0)
+    finally:
+        if saved is None:
+            os.environ.pop("DDSTORE_NODE_LOCAL", None)
+        else:
+            os.environ["DDSTORE_NODE_LOCAL"] = saved
+    del source
+    store, var = ds.ddstore, ds.variables[0]
+    starts = np.random.default_rng(53 + comm.rank).integers(0, len(ds), size=1024).tolist()
+    dst = np.empty((1, elems), np.int64)
+    get, getitem, empty, i64 = store.get, ds.__getitem__, np.empty, np.int64
+
+    def get_loop():
+        for s in starts:
+            get(var, dst, s)
+
+    def fresh_loop():  # what a sample needs at least: a destination of its own
+        for s in starts:
+            get(var, empty((1, elems), i64), s)
+
+    def item_loop():
+        for s in starts:
+            getitem(s)
+
+    paths = [("PyDDStore.get", get_loop), ("PyDDStore.get, fresh array", fresh_loop),
+             ("DistDataset.__getitem__", item_loop)]
+    figures = {name: [] for name, _ in paths}
+    for _, fn in paths:
+        fn()
+    for _ in range(opt.short_repeats):
+        for name, fn in paths:
+            comm.Barrier()
+            t0 = _perf()
+            fn()
+            figures[name].append((_perf() - t0) / len(starts) * 1e6)
+    s = starts[-1]
+    ok = comm.allreduce(bool(torch.equal(ds[s], torch.arange(s * elems, (s + 1) * elems))), op=MPI.LAND)
+    report_single(comm, out, f"sample, {elems * 8} B", elems * 8, figures,
+                  [("DistDataset.__getitem__", "PyDDStore.get"),
+                   ("DistDataset.__getitem__", "PyDDStore.get, fresh array")], ok)
+    comm.Barrier()
+    ds.ddstore.free()
+
+
+def report_single(comm, out, what, rb, figures, ratios, ok):
+    """One pysingle record: each path's min and median us per call (the
+    slower rank's), and the ratios asked for, of the minima and of the medians."""
+    stats = {}
+    for name, per in figures.items():
+        stats[name] = {"min": round(comm.allreduce(min(per), op=MPI.MAX), 4),
+                       "median": round(comm.allreduce(float(np.median(per)), op=MPI.MAX), 4)}
+    rat = {f"{a} / {b}": {k: round(stats[a][k] / stats[b][k], 3) for k in ("min", "median")}
+           for a, b in ratios if a in stats and b in stats}
+    if comm.rank == 0:
+        out.write(json.dumps({"type": "pysingle", "what": what, "row_bytes": rb, "method": 0, "node_local": 1,
+                              "ranks": comm.size, "repeats": len(next(iter(figures.values()))),
+                              "us_per_call": stats, "ratios": rat, "verified": ok}) + "\n")
+        out.flush()
+        print(f"single {what}: " + ", ".join(f"{n} {v['min']:.3f} (median {v['median']:.3f}) us"
+                                             for n, v in stats.items()) + ("" if ok else "  VERIFY FAILED"))
+        for k, v in rat.items():
+            print(f"    {k}: {v['min']:.2f} of the minima, {v['median']:.2f} of the medians")
+
+
 # (label, method, provider, DDSTORE_NODE_LOCAL): the transport moving the
 # rows, then each method as it runs by default with every rank on one node.
 OV_GROUPS = (("mpi", 0, None, "0"), ("fabric:shm", 1, "shm", "0"),
@@ -425,6 +622,7 @@ def main():
     ap.add_argument("--shard-mib", type=int, default=256)
     ap.add_argument("--groups", default=",".join(g[0] for g in GROUPS))
     ap.add_argument("--overlap-only", action="store_true", help="only the training-loop figure")
+    ap.add_argument("--single-only", action="store_true", help="only the single-get figures")
     ap.add_argument("--append", action="store_true", help="add to --out instead of replacing it")
     opt = ap.parse_args()
     sizes_given = opt.sizes != ap.get_default("sizes")
@@ -438,6 +636,10 @@ def main():
     out = open(opt.out, "a" if opt.append else "w") if comm.rank == 0 else open(os.devnull, "w")
     if opt.overlap_only:
         overlap(comm, out, opt)
+        out.close()
+        return
+    if opt.single_only:
+        single_get(comm, out, opt)
         out.close()
         return
     t0 = time.time()
@@ -456,6 +658,7 @@ def main():
         if chosen:
             run_pair(comm, out, chosen, opt)
     per_call(comm, out, opt)
+    single_get(comm, out, opt)
     overlap(comm, out, opt)
     if comm.rank == 0:
         out.write(json.dumps({"type": "pyend", "seconds": round(time.time() - t0, 1),

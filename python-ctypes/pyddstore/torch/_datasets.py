@@ -209,9 +209,11 @@ class _StoredDataset(Dataset):
         """Sample i: one ``get`` of one row per field (not collective)."""
         i = int(i)
         values = []
+        get, host = self.ddstore.get, self._device is None
         for f in self._fields:
-            buf = self._buffer(f, 1)
-            self.ddstore.get(f.var, buf, i)
+            # Host buffers made here: this runs once per sample, where a method call shows.
+            buf = np.empty((1, f.width), f.dtype) if host else self._buffer(f, 1)
+            get(f.var, buf, i)
             values.append(f.one(buf[0]))
         sample = self._rebuild(values)
         if self.decode is not None:

@@ -147,7 +147,9 @@ class _Field:
         kind = self.kind
         if kind == "torch":
             if isinstance(row, np.ndarray):
-                row = torch.from_numpy(row)
+                # Shaped by numpy first: torch's reshape costs more than the
+                # read of a small sample (DistDataset.__getitem__).
+                return torch.from_numpy(row if row.shape == self.shape else row.reshape(self.shape))
             return row.reshape(self.shape)
         if kind == "numpy":
             return row.reshape(self.shape)
