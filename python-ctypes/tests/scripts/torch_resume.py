@@ -1,15 +1,17 @@
 """One job of a resumed training (docs/pytorch.md, "Resuming a training
 run"); tests/scripts/torch_resume.sh runs the chains and compares them.
 
-    mpiexec -n P python torch_resume.py OUT.npz --prefetch K [--stop-after S CKPT] [--resume CKPT]
+    mpiexec -n P python torch_resume.py OUT.npz --prefetch K [--stop-after S CKPT | --save-at S CKPT]
+                                        [--resume CKPT]
 
 Builds a DistDataset from its source arrays, trains a small model (the
 quick start's, on CPU) for EPOCHS epochs with a ResumableBatchSampler and a
 ThreadDataLoader, and writes (rank 0) the global sample order it trained
 on (the concatenation, in rank order, of every rank's part of each step)
 and the final weights to OUT.npz. --stop-after S saves model, optimizer,
-loader state and the order so far to CKPT/state.pt after step S and stops;
---resume CKPT starts from such a state, on any number of ranks.
+loader state and the order so far to CKPT/state.pt after step S and stops
+(--save-at: and goes on); --resume CKPT starts from such a state, on any
+number of ranks.
 
 The weights are meant to be bitwise equal whatever the number of ranks:
 each rank computes the gradient of each of its samples alone (batch of
@@ -56,6 +58,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--stop-after", nargs=2, metavar=("STEPS", "CKPT"))
+    ap.add_argument("--save-at", nargs=2, metavar=("STEPS", "CKPT"), help="as --stop-after, but go on")
     ap.add_argument("--resume", metavar="CKPT")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
@@ -76,7 +79,8 @@ def main():
         order, step = list(state["order"]), state["step"]
         first_epoch = state["loader"]["epoch"]
     params = list(model.parameters())
-    stop = int(args.stop_after[0]) if args.stop_after else None
+    save = args.stop_after or args.save_at
+    at = int(save[0]) if save else None
 
     done = False
     for epoch in range(first_epoch, EPOCHS):
@@ -101,14 +105,15 @@ def main():
             opt.step()
             order.extend(batch)
             step += 1
-            if step == stop:
+            if step == at:
                 state = {"model": model.state_dict(), "optimizer": opt.state_dict(),
                          "loader": loader.state_dict(), "order": order, "step": step}
                 if comm.rank == 0:
-                    os.makedirs(args.stop_after[1], exist_ok=True)
-                    torch.save(state, os.path.join(args.stop_after[1], "state.pt"))
-                done = True
-                break
+                    os.makedirs(save[1], exist_ok=True)
+                    torch.save(state, os.path.join(save[1], "state.pt"))
+                if args.stop_after:  # with the next batches' reads in flight
+                    done = True
+                    break
         if done:
             break
 
