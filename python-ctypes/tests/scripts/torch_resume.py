@@ -53,6 +53,30 @@ class Curves:
         return torch.from_numpy(self.x[i]), torch.tensor(self.y[i]), torch.tensor(i, dtype=torch.int64)
 
 
+def train_step(model, opt, comm, x, y, idx):
+    """One step on the global batch whose part on this rank is (x, y, idx);
+    returns the batch's global sample indices in global order."""
+    params = list(model.parameters())
+    grads = []
+    for j in range(len(idx)):  # each sample's gradient alone
+        model.zero_grad()
+        F.mse_loss(model(x[j:j + 1]).squeeze(-1), y[j:j + 1], reduction="sum").backward()
+        grads.append(np.concatenate([p.grad.numpy().ravel() for p in params]))
+    parts = comm.allgather((idx.tolist(), grads))
+    batch = [i for ids, _ in parts for i in ids]
+    total = None
+    for _, gs in parts:  # global batch order, one addition at a time
+        for g in gs:
+            total = g.copy() if total is None else total + g
+    total /= np.float32(len(batch))
+    off = 0
+    for p in params:
+        p.grad = torch.from_numpy(total[off:off + p.numel()].reshape(p.shape).copy())
+        off += p.numel()
+    opt.step()
+    return batch
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -62,8 +86,13 @@ def main():
     ap.add_argument("--resume", metavar="CKPT")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
+    save = args.stop_after or args.save_at
+    save_at, ckpt = (int(save[0]), save[1]) if save else (None, None)
 
+    # [snippet:pytorch-resume]
     train = DistDataset(Curves(), "curves", comm=comm, chunk_size=10)
+    # The global order depends on (seed, epoch, len(train)) only; each rank
+    # takes GLOBAL_BATCH / comm.size samples of every global batch.
     sampler = ResumableBatchSampler(train, GLOBAL_BATCH, seed=SEED, comm=comm)
     loader = ThreadDataLoader(train, batch_sampler=sampler, num_workers=1, prefetch=args.prefetch)
 
@@ -71,46 +100,26 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     order, step, first_epoch = [], 0, 0
-    if args.resume:
+    if args.resume:  # a later job, on any number of ranks
         state = torch.load(os.path.join(args.resume, "state.pt"), weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         loader.load_state_dict(state["loader"])
         order, step = list(state["order"]), state["step"]
         first_epoch = state["loader"]["epoch"]
-    params = list(model.parameters())
-    save = args.stop_after or args.save_at
-    at = int(save[0]) if save else None
 
     done = False
     for epoch in range(first_epoch, EPOCHS):
-        sampler.set_epoch(epoch)  # keeps the restored position of the resumed epoch
+        sampler.set_epoch(epoch)  # the resumed epoch keeps its restored position
         for x, y, idx in loader:
-            grads = []
-            for j in range(len(idx)):  # each sample's gradient alone
-                model.zero_grad()
-                F.mse_loss(model(x[j:j + 1]).squeeze(-1), y[j:j + 1], reduction="sum").backward()
-                grads.append(np.concatenate([p.grad.numpy().ravel() for p in params]))
-            parts = comm.allgather((idx.tolist(), grads))
-            batch = [i for ids, _ in parts for i in ids]
-            total = None
-            for _, gs in parts:  # global batch order, one addition at a time
-                for g in gs:
-                    total = g.copy() if total is None else total + g
-            total /= np.float32(len(batch))
-            off = 0
-            for p in params:
-                p.grad = torch.from_numpy(total[off:off + p.numel()].reshape(p.shape).copy())
-                off += p.numel()
-            opt.step()
-            order.extend(batch)
+            order.extend(train_step(model, opt, comm, x, y, idx))
             step += 1
-            if step == at:
+            if step == save_at:
                 state = {"model": model.state_dict(), "optimizer": opt.state_dict(),
                          "loader": loader.state_dict(), "order": order, "step": step}
-                if comm.rank == 0:
-                    os.makedirs(save[1], exist_ok=True)
-                    torch.save(state, os.path.join(save[1], "state.pt"))
+                if comm.rank == 0:  # the states are the same on every rank
+                    os.makedirs(ckpt, exist_ok=True)
+                    torch.save(state, os.path.join(ckpt, "state.pt"))
                 if args.stop_after:  # with the next batches' reads in flight
                     done = True
                     break
@@ -120,10 +129,10 @@ def main():
     loader.close()
     comm.Barrier()
     train.ddstore.free()
+    # [end-snippet]
     if comm.rank == 0:
-        weights = np.concatenate([p.detach().numpy().ravel() for p in params])
+        weights = np.concatenate([p.detach().numpy().ravel() for p in model.parameters()])
         np.savez(args.out, order=np.array(order, np.int64), weights=weights, step=step)
-
 
 if __name__ == "__main__":
     main()
