@@ -36,14 +36,15 @@ def global_order(n, seed, epoch, shuffle=True):
     may change between numpy or torch versions): sample i gets the key
     splitmix64(base + i * 0x9E3779B97F4A7C15) with base =
     splitmix64(splitmix64(seed) + epoch), all mod 2**64, and the order is
-    the samples sorted by key (a stable sort: equal keys keep index order).
-    shuffle=False: range(n)."""
+    the samples sorted by key. The keys are distinct (i * an odd constant is
+    a bijection mod 2**64, and so is splitmix64's finaliser), so any sort
+    gives this order. shuffle=False: range(n)."""
     if not shuffle:
         return np.arange(n, dtype=np.int64)
     base = _mix((_mix(seed) + epoch) & _M64)
     with np.errstate(over="ignore"):
         keys = _mix_array(np.uint64(base) + np.arange(n, dtype=np.uint64) * np.uint64(_GOLDEN))
-    return np.argsort(keys, kind="stable").astype(np.int64)
+    return np.argsort(keys).astype(np.int64)
 
 
 def _nonneg(name, value, low=0, high=None):
