@@ -117,9 +117,9 @@ def test_resume_yields_the_remaining_batches(comm, method):
     ds = make(comm, method)
     c = Checks()
     g = 4 * comm.size if comm.size > 1 else 8
-    mk = lambda pf, p=comm.size, r=comm.rank: ThreadDataLoader(  # noqa: E731
+    mk = lambda pf, p=comm.size, r=comm.rank, reuse=False: ThreadDataLoader(  # noqa: E731
         ds, batch_sampler=ResumableBatchSampler(ds, g, seed=4, num_replicas=p, rank=r),
-        num_workers=threads_for(method), prefetch=pf)
+        num_workers=threads_for(method), prefetch=pf, reuse_buffers=reuse)
     ref = mk(0)
     epochs = {}
     for e in (1, 2):
@@ -139,7 +139,8 @@ def test_resume_yields_the_remaining_batches(comm, method):
         c.true(got == epochs[1][:k], f"first {k} batches")
         stop.close()
         # Same P.
-        again = mk(pf_resume)
+        again = mk(pf_resume, reuse=True)  # buffers of G/P rows
+        c.true(all(len(b["x"]) == g // comm.size for b in again.buffer_sets), "buffer rows")
         again.load_state_dict(state)
         again.batch_sampler.set_epoch(1)  # the same epoch: keeps the position
         c.true(again.state_dict() == state, f"state right after load: {again.state_dict()}")
@@ -212,6 +213,9 @@ def test_incompatible_states(comm):
             with pytest.raises(TypeError, match=f"ThreadDataLoader.{what} needs batch_sampler="
                                                 "ResumableBatchSampler.*is BatchSampler"):
                 getattr(plain, what)(*([good] if what == "load_state_dict" else []))
+        with pytest.raises(ValueError, match=r"reuse_buffers needs batch_size \(automatic batching\) or a "
+                                             "ResumableBatchSampler: the buffers hold a batch's rows"):
+            ThreadDataLoader(ds, batch_sampler=[[0, 1]], reuse_buffers=True)
         with pytest.raises(TypeError, match="pass it as batch_sampler=, not sampler="):
             ThreadDataLoader(ds, batch_size=1, sampler=ResumableBatchSampler(ds, comm.size, drop_last=True))
     finally:

@@ -205,16 +205,20 @@ class ThreadDataLoader(DataLoader):
             if not callable(getattr(dataset, "alloc", None)):
                 raise TypeError("reuse_buffers needs a dataset with alloc() and __getitems__(indices, out=) "
                                 f"(DistDataset or DistDatasetReader), got {type(dataset).__name__}")
-            if self.batch_size is None:
-                raise ValueError("reuse_buffers needs batch_size (automatic batching): the buffers "
-                                 "hold batch_size rows")
+            rows = self.batch_size
+            rs = self._resumable()
+            if rows is None and rs is not None:  # no part is longer than G/P
+                rows = rs.global_batch_size // rs.num_replicas
+            if rows is None:
+                raise ValueError("reuse_buffers needs batch_size (automatic batching) or a "
+                                 "ResumableBatchSampler: the buffers hold a batch's rows")
             if self.collate_fn is not default_collate and not self.collate_copies:
                 raise ValueError("reuse_buffers reuses the buffers right after collate_fn: pass "
                                  "collate_copies=True to declare that this collate_fn copies the data")
             self._free_sets = queue.SimpleQueue()
             # Each batch whose reads are in flight holds a set too.
             for _ in range(threads + self.prefetch):
-                bufs = dataset.alloc(self.batch_size)
+                bufs = dataset.alloc(rows)
                 self._buffer_sets.append(bufs)
                 self._free_sets.put(bufs)
         accel = getattr(torch, "accelerator", None)
