@@ -94,7 +94,8 @@ def main():
     # The global order depends on (seed, epoch, len(train)) only; each rank
     # takes GLOBAL_BATCH / comm.size samples of every global batch.
     sampler = ResumableBatchSampler(train, GLOBAL_BATCH, seed=SEED, comm=comm)
-    loader = ThreadDataLoader(train, batch_sampler=sampler, num_workers=1, prefetch=args.prefetch)
+    loader = ThreadDataLoader(train, batch_sampler=sampler, num_workers=1, prefetch=args.prefetch,
+                              reuse_buffers=True)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
