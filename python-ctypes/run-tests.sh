@@ -46,8 +46,12 @@ done
 for n in 1 2 4; do
     run "pytest pyddstore.torch, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q \
         tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py \
-        tests/test_torch_prefetch.py tests/test_torch_ragged.py
+        tests/test_torch_prefetch.py tests/test_torch_ragged.py tests/test_torch_resume.py
 done
+# [resume] Resumed training (docs/pytorch.md, "Resuming a training run"):
+# stopped and resumed by new jobs on other rank counts, same order and
+# weights as the uninterrupted run.
+run "torch_resume.sh (1, 2 and 4 ranks, 8 jobs)" env PYTHON="$PYTHON" MPIEXEC="$MPIEXEC" tests/scripts/torch_resume.sh
 # The scripts run once per available method among 0 and 1 (method 2 needs a
 # hand-shake directory, which HydraGNN-style code does not pass).
 methods=$(timeout 300 "$MPIEXEC" -n 1 "$PYTHON" -c \

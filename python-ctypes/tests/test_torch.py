@@ -477,7 +477,8 @@ def test_import_loads_torch_not_mpi(comm):
                 "assert 'mpi4py' not in sys.modules and 'mpi4py.MPI' not in sys.modules, 'mpi4py'; "
                 "assert 'pyddstore._core' not in sys.modules and 'pyddstore._lib' not in sys.modules, 'store'; "
                 "assert sorted(t.__all__) == ['DistDataset', 'DistDatasetReader', 'RaggedDataset', "
-                "'ThreadDataLoader', 'WindowedDataset', 'row_of'], sorted(t.__all__)")
+                "'ResumableBatchSampler', 'ThreadDataLoader', 'WindowedDataset', 'global_order', 'row_of'], "
+                "sorted(t.__all__)")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI", "HYDRA"))}
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         ok = res.returncode == 0

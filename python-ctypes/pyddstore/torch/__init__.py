@@ -14,6 +14,9 @@
 * :func:`row_of` maps (sub-dataset, index) of a ``ConcatDataset`` to its row.
 * :class:`ThreadDataLoader` is a ``DataLoader`` whose workers are threads of
   the calling process.
+* :class:`ResumableBatchSampler` cuts a global order that depends only on
+  (seed, epoch, length) into per-rank batches, so ``ThreadDataLoader``'s
+  ``state_dict()`` resumes a run on any number of ranks.
 
 Importing this module imports torch, and neither mpi4py nor the library: MPI
 starts when the first dataset is constructed, after torch was loaded. See
@@ -23,7 +26,9 @@ docs/pytorch.md.
 from ._datasets import DistDataset, DistDatasetReader
 from ._loader import ThreadDataLoader
 from ._ragged import RaggedDataset
+from ._resume import ResumableBatchSampler, global_order
 from ._schema import SUPPORTED_DTYPES, _safe_name  # noqa: F401 (tests and callers use them)
 from ._windows import WindowedDataset, row_of
 
-__all__ = ["DistDataset", "DistDatasetReader", "RaggedDataset", "ThreadDataLoader", "WindowedDataset", "row_of"]
+__all__ = ["DistDataset", "DistDatasetReader", "RaggedDataset", "ResumableBatchSampler", "ThreadDataLoader",
+           "WindowedDataset", "global_order", "row_of"]

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate
 from .. import _args
 from .._errors import InvalidArgumentError
 from ._datasets import _prefetch_arg
+from ._resume import ResumableBatchSampler
 
 try:  # the helper DataLoader itself uses for pin_memory=True
     from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
@@ -63,12 +64,31 @@ class _AffinityPlan:
 _END = object()
 
 
+class _Progress:
+    """The position of one epoch's iterator over a ResumableBatchSampler:
+    batches handed to the training loop so far (those read ahead do not
+    count), valid while the sampler's epoch and position are unchanged."""
+
+    def __init__(self, sampler, consumed):
+        self.sampler = sampler
+        self.generation = sampler._generation
+        self.consumed = consumed
+
+
 class _ThreadLoaderIter:
     """One epoch of a ThreadDataLoader: fetches run ahead in the loader's
     threads, and batches come back in sampler order."""
 
+    _progress = None
+
     def __init__(self, loader):
         self._loader = loader
+        # Resume bookkeeping: the epoch and position this iterator started
+        # at; __next__ counts the batches handed out (not those fetched ahead).
+        rs = loader._resumable()
+        if rs is not None:
+            self._progress = _Progress(rs, rs._start)
+            loader._progress = self._progress
         self._sampler_iter = iter(loader._index_sampler)
         # The draw DataLoader's iterator makes for its workers' base seed:
         # the training loop's later random numbers stay the same.
@@ -113,6 +133,8 @@ class _ThreadLoaderIter:
         fut = self._pending.popleft()
         self._in_flight -= 1
         data = fut.result()
+        if self._progress is not None:
+            self._progress.consumed += 1  # the training loop has it
         self._refill()
         return data
 
@@ -157,7 +179,11 @@ class ThreadDataLoader(DataLoader):
         self._buffer_sets = []
         self._free_sets = None
         self._live = weakref.WeakSet()
+        self._progress = None  # the newest iterator's _Progress: the loader's position
         super().__init__(dataset, **kwargs)
+        if isinstance(self.sampler, ResumableBatchSampler):
+            raise TypeError("ThreadDataLoader: a ResumableBatchSampler yields batches: pass it as "
+                            "batch_sampler=, not sampler=")
         self.prefetch = _prefetch_arg(getattr(dataset, "prefetch", 2) if prefetch is None else prefetch)
         if isinstance(dataset, IterableDataset):
             raise TypeError("ThreadDataLoader needs a map-style dataset (with __getitem__), "
@@ -179,16 +205,20 @@ class ThreadDataLoader(DataLoader):
             if not callable(getattr(dataset, "alloc", None)):
                 raise TypeError("reuse_buffers needs a dataset with alloc() and __getitems__(indices, out=) "
                                 f"(DistDataset or DistDatasetReader), got {type(dataset).__name__}")
-            if self.batch_size is None:
-                raise ValueError("reuse_buffers needs batch_size (automatic batching): the buffers "
-                                 "hold batch_size rows")
+            rows = self.batch_size
+            rs = self._resumable()
+            if rows is None and rs is not None:  # no part is longer than G/P
+                rows = rs.global_batch_size // rs.num_replicas
+            if rows is None:
+                raise ValueError("reuse_buffers needs batch_size (automatic batching) or a "
+                                 "ResumableBatchSampler: the buffers hold a batch's rows")
             if self.collate_fn is not default_collate and not self.collate_copies:
                 raise ValueError("reuse_buffers reuses the buffers right after collate_fn: pass "
                                  "collate_copies=True to declare that this collate_fn copies the data")
             self._free_sets = queue.SimpleQueue()
             # Each batch whose reads are in flight holds a set too.
             for _ in range(threads + self.prefetch):
-                bufs = dataset.alloc(self.batch_size)
+                bufs = dataset.alloc(rows)
                 self._buffer_sets.append(bufs)
                 self._free_sets.put(bufs)
         accel = getattr(torch, "accelerator", None)
@@ -196,6 +226,44 @@ class ThreadDataLoader(DataLoader):
         self._pin = bool(self.pin_memory) and available and _pin_memory is not None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=threads, thread_name_prefix="ddstore-loader", initializer=affinity)
+
+    # Resuming (docs/pytorch.md, "Resuming a training run").
+
+    def _resumable(self):
+        bs = self.batch_sampler
+        return bs if isinstance(bs, ResumableBatchSampler) else None
+
+    def _resumable_or_raise(self, what):
+        rs = self._resumable()
+        if rs is None:
+            raise TypeError(f"ThreadDataLoader.{what} needs batch_sampler=ResumableBatchSampler(...), whose "
+                            f"order depends only on (seed, epoch, length); this loader's batch sampler is "
+                            f"{type(self.batch_sampler).__name__}")
+        return rs
+
+    def state_dict(self):
+        """Where the loader stands: the epoch, the global batches of it the
+        training loop has taken (batches read ahead but not yet returned by
+        next() do not count), the sampler's seed, global batch size,
+        dataset length, shuffle and drop_last, and the number of ranks. The
+        same on every rank; a plain dict for torch.save."""
+        rs = self._resumable_or_raise("state_dict")
+        p = self._progress
+        if p is not None and p.sampler is rs and p.generation == rs._generation:
+            consumed = p.consumed
+        else:  # no iteration since set_epoch or load_state_dict
+            consumed = rs._start
+        return rs._state(consumed)
+
+    def load_state_dict(self, state):
+        """Positions the loader where state_dict() was taken (possibly by
+        a job with another number of ranks): the next iteration of that
+        epoch yields its remaining batches. Refuses (ValueError naming the
+        field) a state whose dataset length, seed, global batch size,
+        shuffle or drop_last differ from this loader's sampler."""
+        rs = self._resumable_or_raise("load_state_dict")
+        rs._load(state)
+        self._progress = None
 
     def check_worker_number_rationality(self):
         """DataLoader warns when num_workers exceeds the CPUs, for worker
