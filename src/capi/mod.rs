@@ -182,6 +182,16 @@ pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
     Ok(s)
 }
 
+/// The store and the variable name a per-variable entry point starts with,
+/// checked in that order (a bad handle is reported before a bad name).
+///
+/// # Safety
+/// As `name_arg`.
+pub(crate) unsafe fn store_and_name<'a>(h: *const dds_store, name: *const c_char) -> Result<(Arc<Store>, &'a str)> {
+    let s = store_of(h)?;
+    Ok((s, name_arg(name)?))
+}
+
 /// The live store `h` names, if any, even once MPI_Finalize has begun
 /// (`dds_destroy`'s agreement: `take_store` then reports what is wrong).
 pub(crate) fn peek_store(h: *const dds_store) -> Option<Arc<Store>> {
