@@ -10,6 +10,9 @@
 //! Every entry point runs its body through [`guard`], which catches panics
 //! (a panic must not unwind into C), records the error message for
 //! `dds_last_error` and turns the error kind into a `dds_status`.
+//!
+//! Below capi lies only the store (src/layering.rs): what the C API needs
+//! from gpu, mpi, config or profile comes through `store` (store/process.rs).
 
 pub mod finalize;
 pub mod library;
@@ -148,7 +151,7 @@ pub(crate) fn guard(func: &str, body: impl FnOnce() -> Result<()>) -> dds_status
 
 /// Registers a new store and returns its handle.
 pub(crate) fn register_store(store: Store) -> Result<*mut dds_store> {
-    crate::mpi::before_finalize(release_all_before_finalize)?;
+    crate::store::before_mpi_finalize(release_all_before_finalize)?;
     let id = new_handle(HandleKind::Store);
     STORES.write().insert(id, Arc::new(store));
     Ok(id as *mut dds_store)

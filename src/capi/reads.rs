@@ -5,7 +5,7 @@ use std::os::raw::{c_char, c_void};
 use super::types::{dds_status, dds_store};
 use super::{guard, name_arg, out_ptr, store_and_name, store_of};
 use crate::error::{bail, Result};
-use crate::gpu::Stream;
+use crate::store::Stream;
 
 /// Reads `count` consecutive rows starting at global row `start` into `dst`
 /// (`dst_bytes` must be `count` x row bytes). The rows must lie in one rank's

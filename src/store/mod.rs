@@ -10,12 +10,11 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::BatchMode;
 use crate::config::{Config, MpiProgress};
 use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
-use crate::profile::{Snapshot, Timer};
+use crate::profile::Timer;
 use crate::shard::Shard;
 use crate::transport::exchange::{self, Scratch, Source};
 use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
@@ -39,6 +38,11 @@ mod request;
 pub use request::{Request, Requests};
 mod settings;
 pub use settings::Settings;
+mod process;
+pub use process::{
+    before_mpi_finalize, gpu_devices, mpi_finalize_intercepted, pointer_kind, BatchMode, DevicePath, GpuMode, MemKind,
+    Snapshot, Stream,
+};
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -966,8 +970,8 @@ pub(super) fn batch_rows(v: &Variable, dst: *mut u8, idx: &[i64], mut read: impl
     }
 }
 
-/// One piece of a read into host memory, the choice every such read makes:
-/// `len` bytes at byte `offset` of `owner`'s shard are copied to `at` here
+/// One piece of a batched read into host memory (one-sided and ragged
+/// batches alike): `len` bytes at byte `offset` of `owner`'s shard are copied to `at` here
 /// when this rank maps that shard (true), else queued on `reads` for the
 /// transport (false).
 ///
