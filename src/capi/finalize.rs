@@ -7,7 +7,7 @@
 //! objects (the finalize hook), then calls the `MPI_Finalize` it hides (the
 //! next in the search order: MPI's, or a tool's), else `PMPI_Finalize`.
 //! Elsewhere (MPI linked first, mpi4py) the same hook runs from MPI's own
-//! finalisation (`mpi::before_finalize`), where MPICH 4.0 no longer
+//! finalisation (`store::before_mpi_finalize`), where MPICH 4.0 no longer
 //! serialises threads: see docs/guarantees.md.
 
 use std::os::raw::c_int;
@@ -16,5 +16,5 @@ use std::os::raw::c_int;
 /// own `int MPI_Finalize(void)`, intercepted.
 #[no_mangle]
 pub extern "C" fn MPI_Finalize() -> c_int {
-    crate::mpi::finalize_intercepted(MPI_Finalize as *const () as usize)
+    crate::store::mpi_finalize_intercepted(MPI_Finalize as *const () as usize)
 }

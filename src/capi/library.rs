@@ -78,7 +78,7 @@ pub unsafe extern "C" fn dds_pointer_kind(ptr: *const c_void, kind: *mut i32, de
         if kind.is_null() {
             bail!(InvalidArgument, "kind is NULL");
         }
-        let k = crate::gpu::classify(ptr as *const u8)?;
+        let k = crate::store::pointer_kind(ptr as *const u8)?;
         *kind = k.code();
         if !device.is_null() {
             *device = k.device();
@@ -94,10 +94,10 @@ pub unsafe extern "C" fn dds_pointer_kind(ptr: *const c_void, kind: *mut i32, de
 #[no_mangle]
 pub unsafe extern "C" fn dds_gpu_available(n_devices: *mut i32) -> dds_status {
     guard("dds_gpu_available", || {
-        let r = crate::gpu::driver_status();
+        let r = crate::store::gpu_devices();
         if !n_devices.is_null() {
             *n_devices = *r.as_ref().unwrap_or(&0);
         }
-        r.map(|_| ()).map_err(|why| crate::error::err!(Gpu, "{why}"))
+        r.map(|_| ())
     })
 }

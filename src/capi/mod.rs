@@ -10,6 +10,9 @@
 //! Every entry point runs its body through [`guard`], which catches panics
 //! (a panic must not unwind into C), records the error message for
 //! `dds_last_error` and turns the error kind into a `dds_status`.
+//!
+//! Below capi lies only the store (src/layering.rs): what the C API needs
+//! from gpu, mpi, config or profile comes through `store` (store/process.rs).
 
 pub mod finalize;
 pub mod library;
@@ -148,7 +151,7 @@ pub(crate) fn guard(func: &str, body: impl FnOnce() -> Result<()>) -> dds_status
 
 /// Registers a new store and returns its handle.
 pub(crate) fn register_store(store: Store) -> Result<*mut dds_store> {
-    crate::mpi::before_finalize(release_all_before_finalize)?;
+    crate::store::before_mpi_finalize(release_all_before_finalize)?;
     let id = new_handle(HandleKind::Store);
     STORES.write().insert(id, Arc::new(store));
     Ok(id as *mut dds_store)
@@ -180,6 +183,16 @@ pub(crate) fn store_of(h: *const dds_store) -> Result<Arc<Store>> {
     };
     s.check_running()?;
     Ok(s)
+}
+
+/// The store and the variable name a per-variable entry point starts with,
+/// checked in that order (a bad handle is reported before a bad name).
+///
+/// # Safety
+/// As `name_arg`.
+pub(crate) unsafe fn store_and_name<'a>(h: *const dds_store, name: *const c_char) -> Result<(Arc<Store>, &'a str)> {
+    let s = store_of(h)?;
+    Ok((s, name_arg(name)?))
 }
 
 /// The live store `h` names, if any, even once MPI_Finalize has begun

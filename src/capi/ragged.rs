@@ -5,6 +5,7 @@
 
 use std::os::raw::{c_char, c_void};
 
+use super::reads::BatchArgs;
 use super::types::{dds_status, dds_store};
 use super::{guard, in_bytes, name_arg, store_of};
 use crate::error::{bail, Result};
@@ -122,29 +123,19 @@ pub unsafe extern "C" fn dds_get_ragged_batch(
     lengths: *mut i64,
     bytes_read: *mut usize,
 ) -> dds_status {
-    guard("dds_get_ragged_batch", || batch_body(store, name, dst, dst_bytes, indices, n, lengths, bytes_read))
+    let args = BatchArgs { name, dst, dst_bytes, indices, n };
+    guard("dds_get_ragged_batch", || batch_body(store, args, lengths, bytes_read))
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe fn batch_body(
-    store: *mut dds_store,
-    name: *const c_char,
-    dst: *mut c_void,
-    dst_bytes: usize,
-    indices: *const i64,
-    n: i64,
-    lengths: *mut i64,
-    bytes_read: *mut usize,
-) -> Result<()> {
+unsafe fn batch_body(store: *mut dds_store, args: BatchArgs, lengths: *mut i64, bytes_read: *mut usize) -> Result<()> {
     let s = store_of(store)?;
     // The checks (and messages) of dds_get_batch.
-    let (name, checked) = super::reads::batch_args(name, dst, dst_bytes, indices, n, || Ok(()));
-    let (idx, d) = match checked {
-        Ok(v) => v,
-        Err(e) => return s.get_ragged_batch(name, std::ptr::null_mut(), 0, Err(e), None).map(|_| ()),
+    let (name, d, dst_bytes, idx) = args.for_store(|| Ok(()));
+    let lens = match idx {
+        Ok(_) if !lengths.is_null() && args.n > 0 => Some(std::slice::from_raw_parts_mut(lengths, args.n as usize)),
+        _ => None,
     };
-    let lens = (!lengths.is_null() && n > 0).then(|| std::slice::from_raw_parts_mut(lengths, n as usize));
-    let read = s.get_ragged_batch(name, d, dst_bytes, Ok(idx), lens)?;
+    let read = s.get_ragged_batch(name, d, dst_bytes, idx, lens)?;
     if !bytes_read.is_null() {
         *bytes_read = read.bytes as usize;
     }
@@ -164,7 +155,8 @@ pub unsafe extern "C" fn dds_get_ragged(
     length: *mut i64,
 ) -> dds_status {
     let idx = [sample];
-    guard("dds_get_ragged", || batch_body(store, name, dst, dst_bytes, idx.as_ptr(), 1, length, std::ptr::null_mut()))
+    let args = BatchArgs { name, dst, dst_bytes, indices: idx.as_ptr(), n: 1 };
+    guard("dds_get_ragged", || batch_body(store, args, length, std::ptr::null_mut()))
 }
 
 /// Method 2 extra member: `dds_join` for a ragged variable (its rows and

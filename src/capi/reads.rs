@@ -3,9 +3,9 @@
 use std::os::raw::{c_char, c_void};
 
 use super::types::{dds_status, dds_store};
-use super::{guard, name_arg, out_ptr, store_of};
+use super::{guard, name_arg, out_ptr, store_and_name, store_of};
 use crate::error::{bail, Result};
-use crate::gpu::Stream;
+use crate::store::Stream;
 
 /// Reads `count` consecutive rows starting at global row `start` into `dst`
 /// (`dst_bytes` must be `count` x row bytes). The rows must lie in one rank's
@@ -71,10 +71,8 @@ unsafe fn get_body(
     count: i64,
     stream: *mut c_void,
 ) -> Result<()> {
-    let s = store_of(store)?;
-    let name = name_arg(name)?;
-    let stream = (!stream.is_null()).then_some(Stream(stream as usize));
-    s.get_to(name, out_ptr("dst", dst, dst_bytes)?, dst_bytes, start, count, stream)
+    let (s, name) = store_and_name(store, name)?;
+    s.get_to(name, out_ptr("dst", dst, dst_bytes)?, dst_bytes, start, count, stream_arg(stream))
 }
 
 /// Reads `n` arbitrary rows: row i of `dst` receives global row `indices[i]`.
@@ -102,7 +100,8 @@ pub unsafe extern "C" fn dds_get_batch(
     indices: *const i64,
     n: i64,
 ) -> dds_status {
-    guard("dds_get_batch", || batch_body(store, name, dst, dst_bytes, indices, n, std::ptr::null_mut()))
+    let args = BatchArgs { name, dst, dst_bytes, indices, n };
+    guard("dds_get_batch", || batch_body(store, args, std::ptr::null_mut()))
 }
 
 /// As `dds_get_batch`, ordered on the caller's CUDA stream (NULL makes it
@@ -119,59 +118,86 @@ pub unsafe extern "C" fn dds_get_batch_stream(
     n: i64,
     stream: *mut c_void,
 ) -> dds_status {
-    guard("dds_get_batch_stream", || batch_body(store, name, dst, dst_bytes, indices, n, stream))
+    let args = BatchArgs { name, dst, dst_bytes, indices, n };
+    guard("dds_get_batch_stream", || batch_body(store, args, stream))
 }
 
-unsafe fn batch_body(
-    store: *mut dds_store,
-    name: *const c_char,
-    dst: *mut c_void,
-    dst_bytes: usize,
-    indices: *const i64,
-    n: i64,
-    stream: *mut c_void,
-) -> Result<()> {
+unsafe fn batch_body(store: *mut dds_store, args: BatchArgs, stream: *mut c_void) -> Result<()> {
     let s = store_of(store)?;
-    let (name, checked) = batch_args(name, dst, dst_bytes, indices, n, || Ok(()));
-    let stream = (!stream.is_null()).then_some(Stream(stream as usize));
-    match checked {
-        Ok((idx, d)) => s.get_batch_to(name, d, dst_bytes, Ok(idx), stream),
-        Err(e) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
+    match args.check(|| Ok(())) {
+        (name, Ok((idx, d))) => s.get_batch_to(name, d, args.dst_bytes, Ok(idx), stream_arg(stream)),
+        (name, Err(e)) => s.get_batch(name, std::ptr::null_mut(), 0, Err(e)),
     }
 }
 
-/// The arguments of a batched read (`dds_get_batch*`, `dds_get_batch_start`),
-/// checked as far as this layer can: the name ("" when unusable) and either
-/// the indices and destination or the first error, in the order name,
-/// `more` (a caller's own output checks), `n`, `indices`, `dst`. The error is
-/// not returned early: a method-0 collective batch folds it into its
-/// agreement step, so that every rank fails together.
-///
-/// # Safety
-/// As the entry points: `indices` points to `n` values when not NULL.
-pub(super) unsafe fn batch_args<'a>(
-    name: *const c_char,
-    dst: *mut c_void,
-    dst_bytes: usize,
-    indices: *const i64,
-    n: i64,
-    more: impl FnOnce() -> Result<()>,
-) -> (&'a str, Result<(&'a [i64], *mut u8)>) {
-    let name_res = name_arg(name);
-    let checked = (|| {
-        name_res.as_ref().map_err(|e| e.clone())?;
-        more()?;
-        if n < 0 {
-            bail!(InvalidArgument, "n {n} is negative");
+/// A CUDA stream argument: NULL is none.
+fn stream_arg(p: *mut c_void) -> Option<Stream> {
+    (!p.is_null()).then_some(Stream(p as usize))
+}
+
+/// The C arguments every batched read takes (`dds_get_batch*`,
+/// `dds_get_ragged*`, `dds_get_batch_start`), as its entry point got them.
+#[derive(Clone, Copy)]
+pub(super) struct BatchArgs {
+    pub name: *const c_char,
+    pub dst: *mut c_void,
+    pub dst_bytes: usize,
+    pub indices: *const i64,
+    pub n: i64,
+}
+
+impl BatchArgs {
+    /// The arguments checked as far as this layer can: the name ("" when
+    /// unusable) and either the indices and destination or the first error,
+    /// in the order name, `more` (a caller's own output checks), `n`,
+    /// `indices`, `dst`. The error is not returned early: a method-0
+    /// collective batch folds it into its agreement step, so that every
+    /// rank fails together.
+    ///
+    /// # Safety
+    /// As the entry points: `indices` points to `n` values when not NULL.
+    pub(super) unsafe fn check<'a>(self, more: impl FnOnce() -> Result<()>) -> (&'a str, Result<(&'a [i64], *mut u8)>) {
+        let BatchArgs { name, dst, dst_bytes, indices, n } = self;
+        let name_res = name_arg(name);
+        let checked = (|| {
+            name_res.as_ref().map_err(|e| e.clone())?;
+            more()?;
+            if n < 0 {
+                bail!(InvalidArgument, "n {n} is negative");
+            }
+            if n > 0 && indices.is_null() {
+                bail!(InvalidArgument, "indices is NULL but n is {n}");
+            }
+            // SAFETY: the caller's contract; n > 0 and indices is not NULL.
+            let idx = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(indices, n as usize) } };
+            Ok((idx, out_ptr("dst", dst, dst_bytes)?))
+        })();
+        (name_res.unwrap_or(""), checked)
+    }
+
+    /// `check`, in the form the store's batched calls take: the name, the
+    /// destination and its size, and the indices; after an error a NULL
+    /// destination of 0 bytes and the error in place of the indices.
+    ///
+    /// # Safety
+    /// As `check`.
+    pub(super) unsafe fn for_store<'a>(
+        self,
+        more: impl FnOnce() -> Result<()>,
+    ) -> (&'a str, *mut u8, usize, Result<&'a [i64]>) {
+        match self.check(more) {
+            (name, Ok((idx, d))) => (name, d, self.dst_bytes, Ok(idx)),
+            (name, Err(e)) => (name, std::ptr::null_mut(), 0, Err(e)),
         }
-        if n > 0 && indices.is_null() {
-            bail!(InvalidArgument, "indices is NULL but n is {n}");
-        }
-        // SAFETY: the caller's contract; n > 0 and indices is not NULL.
-        let idx = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(indices, n as usize) } };
-        Ok((idx, out_ptr("dst", dst, dst_bytes)?))
-    })();
-    (name_res.unwrap_or(""), checked)
+    }
+}
+
+/// A buffer argument that must not be NULL, as an address.
+fn buf_arg(buf: *mut c_void) -> Result<usize> {
+    if buf.is_null() {
+        bail!(InvalidArgument, "buf is NULL");
+    }
+    Ok(buf as usize)
 }
 
 /// Registers `bytes` bytes at `buf` as a destination for reads of `name`:
@@ -193,12 +219,8 @@ pub unsafe extern "C" fn dds_register_recv(
     bytes: usize,
 ) -> dds_status {
     guard("dds_register_recv", || {
-        let s = store_of(store)?;
-        let name = name_arg(name)?;
-        if buf.is_null() {
-            bail!(InvalidArgument, "buf is NULL");
-        }
-        s.register_recv(name, buf as usize, bytes)
+        let (s, name) = store_and_name(store, name)?;
+        s.register_recv(name, buf_arg(buf)?, bytes)
     })
 }
 
@@ -212,11 +234,7 @@ pub unsafe extern "C" fn dds_unregister_recv(
     buf: *mut c_void,
 ) -> dds_status {
     guard("dds_unregister_recv", || {
-        let s = store_of(store)?;
-        let name = name_arg(name)?;
-        if buf.is_null() {
-            bail!(InvalidArgument, "buf is NULL");
-        }
-        s.unregister_recv(name, buf as usize)
+        let (s, name) = store_and_name(store, name)?;
+        s.unregister_recv(name, buf_arg(buf)?)
     })
 }

@@ -9,7 +9,7 @@ use std::os::raw::{c_char, c_int, c_void};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
-use super::reads::batch_args;
+use super::reads::BatchArgs;
 use super::types::{dds_status, dds_store};
 use super::{check_kind, guard, new_handle, store_of, HandleKind};
 use crate::error::{bail, Result};
@@ -72,16 +72,13 @@ pub unsafe extern "C" fn dds_get_batch_start(
     guard("dds_get_batch_start", || {
         let s = store_of(store)?;
         // Argument errors are folded into a collective start's agreement.
-        let (name, checked) = batch_args(name, dst, dst_bytes, indices, n, || {
+        let (name, d, dst_bytes, idx) = BatchArgs { name, dst, dst_bytes, indices, n }.for_store(|| {
             if req.is_null() {
                 bail!(InvalidArgument, "req (the output) is NULL");
             }
             Ok(())
         });
-        let r = match checked {
-            Ok((idx, d)) => s.get_batch_start(name, d, dst_bytes, Ok(idx))?,
-            Err(e) => s.get_batch_start(name, std::ptr::null_mut(), 0, Err(e))?,
-        };
+        let r = s.get_batch_start(name, d, dst_bytes, idx)?;
         let id = new_handle(HandleKind::Request);
         REQUESTS.lock().insert(id, r);
         *req = id as *mut dds_request;

@@ -11,9 +11,8 @@ use super::types::{
 use super::{
     check_struct_size, guard, name_arg, opt_string, peek_store, register_store, store_of, take_store, write_sized,
 };
-use crate::config::BatchMode;
 use crate::error::{bail, Error, Kind, Result};
-use crate::store::{Collective, Options, Settings, Store};
+use crate::store::{BatchMode, Collective, GpuMode, Options, Settings, Store};
 
 /// Size of the first version of `dds_options` (everything up to `nic_map`).
 const OPTIONS_V1: usize = std::mem::offset_of!(dds_options, gpu);
@@ -144,9 +143,9 @@ pub unsafe extern "C" fn dds_store_settings(store: *mut dds_store, out: *mut dds
                 BatchMode::Onesided => DDS_BATCH_ONESIDED,
             },
             gpu: match s.gpu {
-                crate::gpu::Mode::Off => DDS_GPU_OFF,
-                crate::gpu::Mode::Auto => DDS_GPU_AUTO,
-                crate::gpu::Mode::Require => DDS_GPU_REQUIRE,
+                GpuMode::Off => DDS_GPU_OFF,
+                GpuMode::Auto => DDS_GPU_AUTO,
+                GpuMode::Require => DDS_GPU_REQUIRE,
             },
             gpu_staging: s.gpu_staging as i32,
             profiling: s.profiling as i32,

@@ -171,7 +171,7 @@ pub const DDS_PATH_REFUSED: i32 = 3;
 // The codes above are the header's; the library's own enums carry the same
 // numbers, and the build fails if the two lists ever differ.
 const _: () = {
-    use crate::gpu::{MemKind, Path};
+    use crate::store::{DevicePath as Path, MemKind};
     assert!(MemKind::Host.code() == DDS_MEM_HOST);
     assert!(MemKind::Cuda(0).code() == DDS_MEM_CUDA);
     assert!(MemKind::Rocm(0).code() == DDS_MEM_ROCM);
@@ -303,13 +303,13 @@ pub struct dds_counters {
 
 /// The one conversion from a counter snapshot to the C struct (with
 /// `struct_size` the full size and `profiling` 0: the caller sets both).
-impl From<crate::profile::Snapshot> for dds_counters {
-    fn from(s: crate::profile::Snapshot) -> dds_counters {
+impl From<crate::store::Snapshot> for dds_counters {
+    fn from(s: crate::store::Snapshot) -> dds_counters {
         // One list of fields takes `s` apart (no `..`) and builds the
         // literal: a counter in one struct and not the other fails the build.
         macro_rules! carry {
             ($($f:ident),*) => {{
-                let crate::profile::Snapshot { $($f),* } = s;
+                let crate::store::Snapshot { $($f),* } = s;
                 dds_counters { struct_size: std::mem::size_of::<dds_counters>() as u32, profiling: 0, $($f),* }
             }};
         }

@@ -31,14 +31,14 @@ impl Store {
     ) -> Result<Refused> {
         self.check_running()?;
         self.with_var(name, |v| {
-            let Some((owner, local)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(None) };
+            let Some((owner, offset)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(None) };
             let f = fabric_of(v)?;
             let mr = match f.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
                 Ok(mr) => mr,
                 Err(e) => return Ok(Some(e)),
             };
             let mut reads = v.transport.reads(1);
-            reads.push(owner, local as u64 * v.row_bytes, dst, dst_bytes);
+            reads.push(owner, offset, dst, dst_bytes);
             reads.run_direct(mr.as_ref(), &self.read_ctx(v))?;
             v.counters.read_call(count as u64, 0);
             Ok(None)
@@ -68,13 +68,9 @@ impl Store {
                 Ok(mr) => mr,
                 Err(e) => return Ok(Some(e)),
             };
-            let rb = v.row_bytes as usize;
             let mut reads = v.transport.reads(idx.len());
-            for (i, &g) in idx.iter().enumerate() {
-                let (owner, local) = v.layout.owner(g);
-                // Never dereferenced here: the provider writes it.
-                reads.push(owner, local as u64 * v.row_bytes, dst.wrapping_add(i * rb), rb);
-            }
+            // Every row through the fabric, this rank's own included.
+            super::batch_rows(v, dst, idx, |owner, offset, at, rb| reads.push(owner, offset, at, rb));
             reads.run_direct(mr.as_ref(), &self.read_ctx(v))?;
             v.counters.read_call(idx.len() as u64, 0);
             Ok(None)

@@ -187,16 +187,12 @@ impl Store {
     ) -> Result<()> {
         match (route, kind) {
             (Route::Refused(why), _) => Err(self.refusal(why, "destination", name)),
-            (Route::Direct { iface, device, desc }, _) => {
-                self.order_direct(kind, stream)?;
-                match self.direct_get(name, dst, dst_bytes, start, count, (iface, device), desc)? {
-                    None => Ok(()),
-                    Some(refused) => {
-                        let fallback = self.fallback_route(kind, &refused)?;
-                        self.get_via(fallback, kind, name, dst, dst_bytes, start, count, stream)
-                    }
-                }
-            }
+            (Route::Direct { iface, device, desc }, _) => self.via_direct(
+                kind,
+                stream,
+                || self.direct_get(name, dst, dst_bytes, start, count, (iface, device), desc),
+                |fallback| self.get_via(fallback, kind, name, dst, dst_bytes, start, count, stream),
+            ),
             (Route::Host, _) | (_, MemKind::Host) => {
                 self.order_host(stream)?;
                 self.get(name, dst, dst_bytes, start, count)
@@ -215,6 +211,23 @@ impl Store {
                 tally.finish(self, name);
                 r
             }
+        }
+    }
+
+    /// A read along `Route::Direct`, single or batch: orders `stream`, runs
+    /// `read`, and when the provider refused the destination's registration
+    /// takes the fallback route with `again`.
+    fn via_direct(
+        &self,
+        kind: MemKind,
+        stream: Option<Stream>,
+        read: impl FnOnce() -> Result<Option<crate::error::Error>>,
+        again: impl FnOnce(Route) -> Result<()>,
+    ) -> Result<()> {
+        self.order_direct(kind, stream)?;
+        match read()? {
+            None => Ok(()),
+            Some(refused) => again(self.fallback_route(kind, &refused)?),
         }
     }
 
@@ -257,14 +270,12 @@ impl Store {
                 return self.get_batch(name, std::ptr::null_mut(), 0, Err(self.refusal(why, "destination", name)))
             }
             (Route::Direct { iface, device, desc }, _) => {
-                self.order_direct(kind, stream)?;
-                return match self.direct_batch(name, dst, dst_bytes, idx, (iface, device), desc)? {
-                    None => Ok(()),
-                    Some(refused) => {
-                        let fallback = self.fallback_route(kind, &refused)?;
-                        self.batch_via(fallback, kind, name, dst, dst_bytes, idx, stream)
-                    }
-                };
+                return self.via_direct(
+                    kind,
+                    stream,
+                    || self.direct_batch(name, dst, dst_bytes, idx, (iface, device), desc),
+                    |fallback| self.batch_via(fallback, kind, name, dst, dst_bytes, idx, stream),
+                )
             }
             (Route::Host, _) | (_, MemKind::Host) => {
                 if let Err(e) = self.order_host(stream) {

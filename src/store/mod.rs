@@ -10,19 +10,18 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::BatchMode;
 use crate::config::{Config, MpiProgress};
 use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree, Comm};
-use crate::profile::{Snapshot, Timer};
+use crate::profile::Timer;
 use crate::shard::Shard;
 use crate::transport::exchange::{self, Scratch, Source};
 use crate::transport::fabric::{Fabric, FabricConfig, FabricVar};
 use crate::transport::local::{Near, NodeMap};
 use crate::transport::mpi_rma::RmaVar;
 use crate::transport::rma_progress::RmaProgress;
-use crate::transport::{ReadCtx, Transport};
+use crate::transport::{ReadCtx, Reads, Transport};
 use crate::var::{Parts, Variable};
 
 mod collective;
@@ -39,6 +38,11 @@ mod request;
 pub use request::{Request, Requests};
 mod settings;
 pub use settings::Settings;
+mod process;
+pub use process::{
+    before_mpi_finalize, gpu_devices, mpi_finalize_intercepted, pointer_kind, BatchMode, DevicePath, GpuMode, MemKind,
+    Snapshot, Stream,
+};
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -462,9 +466,8 @@ impl Store {
     ) -> Result<()> {
         self.check_running()?;
         self.with_var(name, |v| {
-            let Some((owner, local)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(()) };
+            let Some((owner, offset)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(()) };
             let mut t = Timer::start(self.cfg.profile);
-            let offset = local as u64 * v.row_bytes;
             // SAFETY: dst holds dst_bytes; the rows lie inside the owner's shard (checked above).
             let direct = unsafe { v.near.copy(owner, offset, dst, dst_bytes) };
             if direct {
@@ -478,15 +481,15 @@ impl Store {
     }
 
     /// Every check of a `dds_get` (count, destination size, range): the
-    /// owner and the first row's index within its shard, or None for an
-    /// empty read (which moves nothing).
+    /// owner and the first row's byte offset within its shard, or None for
+    /// an empty read (which moves nothing).
     pub(crate) fn check_get(
         &self,
         v: &Variable,
         dst_bytes: usize,
         start: i64,
         count: i64,
-    ) -> Result<Option<(usize, i64)>> {
+    ) -> Result<Option<(usize, u64)>> {
         if count < 0 {
             bail!(InvalidArgument, "count {count} is negative");
         }
@@ -495,7 +498,8 @@ impl Store {
             check_empty_start(v, start)?;
             return Ok(None);
         }
-        self.check_range(v, start, count).map(Some)
+        let (owner, local) = self.check_range(v, start, count)?;
+        Ok(Some((owner, local as u64 * v.row_bytes)))
     }
 
     /// Checks that `count` (> 0) rows from `start` lie in one shard; returns
@@ -557,7 +561,7 @@ impl Store {
 
     /// A one-sided batch (methods 1 and 2; method 0 in the one-sided batch
     /// mode): every index is checked, rows this rank maps are copied
-    /// (`plan_onesided`), and the others are read by the transport, every
+    /// (`copy_or_queue`), and the others are read by the transport, every
     /// read posted before any is waited for. Needs no other rank's call.
     fn batch_onesided(
         &self,
@@ -574,7 +578,11 @@ impl Store {
         }
         let mut t = Timer::start(self.cfg.profile);
         let mut reads = v.transport.reads(idx.len());
-        let local_rows = plan_onesided(v, dst, idx, |owner, offset, at, rb| reads.push(owner, offset, at, rb));
+        let mut local_rows = 0u64;
+        batch_rows(v, dst, idx, |owner, offset, at, rb| {
+            // SAFETY: dst holds idx.len() rows and every index is checked.
+            local_rows += unsafe { copy_or_queue(v, &mut reads, owner, offset, at, rb) } as u64;
+        });
         reads.run(dst, dst_bytes, &self.read_ctx(v), &mut t)?;
         Tally::record(tally, v, idx.len() as u64, local_rows);
         Ok(())
@@ -948,27 +956,42 @@ impl Tally {
     }
 }
 
-/// The plan of a one-sided batch, the same for every transport: row i of
-/// `dst` receives global row `idx[i]`, copied here when this rank maps its
-/// owner's shard, else handed to `remote(owner, offset, at, row_bytes)` for
-/// the transport to read. Returns the rows copied here. The destination
-/// size and the indices are checked by the caller.
-fn plan_onesided(v: &Variable, dst: *mut u8, idx: &[i64], mut remote: impl FnMut(usize, u64, *mut u8, usize)) -> u64 {
+/// The rows of a one-sided batch, the same for every route: row i of `dst`
+/// receives global row `idx[i]`, which lies at byte `offset` of rank
+/// `owner`'s shard; `read(owner, offset, at, row_bytes)` is called for each
+/// row in order. The destination size and the indices are checked by the
+/// caller. `at` is only computed here (a GPUDirect destination may not be
+/// addressable by the CPU), never dereferenced.
+pub(super) fn batch_rows(v: &Variable, dst: *mut u8, idx: &[i64], mut read: impl FnMut(usize, u64, *mut u8, usize)) {
     let rb = v.row_bytes as usize;
-    let mut local_rows = 0u64;
     for (i, &g) in idx.iter().enumerate() {
         let (owner, local) = v.layout.owner(g);
-        let offset = local as u64 * v.row_bytes;
-        // SAFETY: dst holds idx.len() rows and the row lies inside its
-        // owner's shard (both checked by the caller).
-        let at = unsafe { dst.add(i * rb) };
-        if unsafe { v.near.copy(owner, offset, at, rb) } {
-            local_rows += 1;
-        } else {
-            remote(owner, offset, at, rb);
-        }
+        read(owner, local as u64 * v.row_bytes, dst.wrapping_add(i * rb), rb);
     }
-    local_rows
+}
+
+/// One piece of a batched read into host memory (one-sided and ragged
+/// batches alike): `len` bytes at byte `offset` of `owner`'s shard are copied to `at` here
+/// when this rank maps that shard (true), else queued on `reads` for the
+/// transport (false).
+///
+/// # Safety
+/// `at` holds `len` writable bytes and the range lies inside the owner's
+/// shard (both checked by the caller).
+pub(super) unsafe fn copy_or_queue(
+    v: &Variable,
+    reads: &mut Reads<'_>,
+    owner: usize,
+    offset: u64,
+    at: *mut u8,
+    len: usize,
+) -> bool {
+    // SAFETY: the caller's promise.
+    let copied = unsafe { v.near.copy(owner, offset, at, len) };
+    if !copied {
+        reads.push(owner, offset, at, len);
+    }
+    copied
 }
 
 /// An empty read moves nothing, but its `start` must still name a place in

@@ -402,10 +402,8 @@ impl Store {
             let d = unsafe { dst.add(at) };
             at += len;
             // SAFETY: the range lies inside the owner's shard (checked).
-            if unsafe { v.near.copy(owner, offset, d, len) } {
+            if unsafe { super::copy_or_queue(v, &mut reads, owner, offset, d, len) } {
                 direct += rows;
-            } else {
-                reads.push(owner, offset, d, len);
             }
         }
         // Timed by the caller (get_ragged_batch), whichever the transport.
