@@ -39,6 +39,8 @@ mod request;
 pub use request::{Request, Requests};
 mod settings;
 pub use settings::Settings;
+mod snapshot;
+mod snapshot_format;
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -758,6 +760,8 @@ impl Store {
             Collective::AddRagged => self.register_ragged(name, Err(failure), &[], &[]),
             Collective::GetRaggedBatch => self.get_ragged_batch(name, none, 0, Err(failure), None).map(|_| ()),
             Collective::RaggedLengths => self.ragged_lengths(name, Err(failure)),
+            Collective::Save => self.save(Err(failure), Ok(Vec::new())),
+            Collective::Load => self.load(Err(failure), Ok(Vec::new())),
             Collective::Create | Collective::Destroy => {
                 bail!(InvalidArgument, "{} cannot be failed through dds_fail_collective", call.entry())
             }
