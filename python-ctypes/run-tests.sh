@@ -46,7 +46,8 @@ done
 for n in 1 2 4; do
     run "pytest pyddstore.torch, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q \
         tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py \
-        tests/test_torch_prefetch.py tests/test_torch_ragged.py
+        tests/test_torch_prefetch.py tests/test_torch_ragged.py \
+        tests/test_torch_snapshot.py
 done
 # The scripts run once per available method among 0 and 1 (method 2 needs a
 # hand-shake directory, which HydraGNN-style code does not pass).
