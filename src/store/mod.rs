@@ -41,6 +41,7 @@ mod settings;
 pub use settings::Settings;
 mod snapshot;
 mod snapshot_format;
+mod snapshot_read;
 
 /// Longest accepted variable name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
