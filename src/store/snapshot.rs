@@ -16,6 +16,7 @@
 //! them, verifies them, and registers the variable through the same path as
 //! `dds_add` / `dds_add_ragged`.
 
+use std::borrow::Cow;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -195,9 +196,11 @@ impl Store {
         let written = (|| {
             let mut sums: Vec<i64> = Vec::new();
             for (i, v) in list.iter().enumerate() {
-                let mut files = vec![(format::data_file(i, me), shard_bytes(v).to_vec())];
+                // The shard is written in place (no copy of up to GiBs);
+                // only a ragged index is converted to little-endian.
+                let mut files = vec![(format::data_file(i, me), Cow::Borrowed(shard_bytes(v)))];
                 if let Some(r) = &v.ragged {
-                    files.push((format::index_file(i, me), index_le(&r.index)));
+                    files.push((format::index_file(i, me), Cow::Owned(index_le(&r.index))));
                 }
                 for (name, bytes) in files {
                     write_new(&tmp.join(name), &bytes)?;
