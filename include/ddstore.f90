@@ -81,6 +81,8 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_CALL_GET_RAGGED_BATCH = 8
   integer(c_int32_t), parameter, public :: DDS_CALL_RAGGED_LENGTHS = 9
   integer(c_int32_t), parameter, public :: DDS_CALL_GET_BATCH_START = 10
+  integer(c_int32_t), parameter, public :: DDS_CALL_SAVE = 11
+  integer(c_int32_t), parameter, public :: DDS_CALL_LOAD = 12
   integer(c_int32_t), parameter, public :: DDS_GPU_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_GPU_OFF = 0
   integer(c_int32_t), parameter, public :: DDS_GPU_AUTO = 1
@@ -222,7 +224,7 @@ module ddstore
   public :: c_dds_get_stream, c_dds_get_batch, c_dds_get_batch_stream, c_dds_register_recv
   public :: c_dds_unregister_recv, c_dds_get_batch_start, c_dds_request_test, c_dds_request_wait
   public :: c_dds_request_free, c_dds_add_ragged, c_dds_ragged_lengths, c_dds_get_ragged_batch
-  public :: c_dds_get_ragged, c_dds_join_ragged
+  public :: c_dds_get_ragged, c_dds_join_ragged, c_dds_save, c_dds_load
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -546,6 +548,24 @@ module ddstore
       integer(c_int) :: st
     end function c_dds_join_ragged
 
+    function c_dds_save(store, dir, names, n_names) bind(C, name="dds_save") result(st)
+      import :: c_int, c_ptr, c_char, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: dir(*)
+      type(c_ptr), value :: names
+      integer(c_int64_t), value :: n_names
+      integer(c_int) :: st
+    end function c_dds_save
+
+    function c_dds_load(store, dir, names, n_names) bind(C, name="dds_load") result(st)
+      import :: c_int, c_ptr, c_char, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: dir(*)
+      type(c_ptr), value :: names
+      integer(c_int64_t), value :: n_names
+      integer(c_int) :: st
+    end function c_dds_load
+
     ! From the C library, to copy C strings.
     function c_strlen(s) bind(C, name="strlen") result(n)
       import :: c_ptr, c_size_t
@@ -557,6 +577,8 @@ module ddstore
   ! ---- Friendly interface ----
   public :: dds_create, dds_destroy, dds_epoch_begin, dds_epoch_end, dds_join
   public :: dds_remove, dds_extra_done, dds_wait_extras
+  ! Snapshots (collective): names absent means every variable.
+  public :: dds_save, dds_load
   public :: dds_init, dds_add, dds_update, dds_get, dds_get_batch
   public :: dds_register_recv, dds_unregister_recv, dds_info, dds_profile, dds_store_settings
   public :: dds_version, dds_status_string, dds_last_error_message
@@ -744,6 +766,59 @@ contains
     integer, intent(out), optional :: status
     call finish(c_dds_extra_done(store%handle), status)
   end subroutine dds_extra_done
+
+  ! Saves `names` (absent: every variable) to snapshot directory `dir`.
+  subroutine dds_save(store, dir, names, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: dir
+    character(len=*), intent(in), optional :: names(:)
+    integer, intent(out), optional :: status
+    call snapshot_call(store, dir, .false., names, status)
+  end subroutine dds_save
+
+  ! Loads `names` (absent: every variable of the snapshot) from `dir`,
+  ! re-sharded evenly over the store's ranks.
+  subroutine dds_load(store, dir, names, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: dir
+    character(len=*), intent(in), optional :: names(:)
+    integer, intent(out), optional :: status
+    call snapshot_call(store, dir, .true., names, status)
+  end subroutine dds_load
+
+  subroutine snapshot_call(store, dir, load, names, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: dir
+    logical, intent(in) :: load
+    character(len=*), intent(in), optional :: names(:)
+    integer, intent(out), optional :: status
+    ! Each name NUL-terminated in its own row, and the C array of pointers.
+    character(kind=c_char), allocatable, target :: buf(:, :)
+    type(c_ptr), allocatable, target :: ptrs(:)
+    type(c_ptr) :: list
+    integer :: i, j, n, w
+    n = 0
+    w = 1
+    if (present(names)) then
+      n = size(names)
+      w = len(names) + 1
+    end if
+    allocate(buf(w, max(n, 1)), ptrs(max(n, 1)))
+    buf = c_null_char
+    do i = 1, n
+      do j = 1, len_trim(names(i))
+        buf(j, i) = names(i)(j:j)
+      end do
+      ptrs(i) = c_loc(buf(1, i))
+    end do
+    list = c_null_ptr
+    if (n > 0) list = c_loc(ptrs(1))
+    if (load) then
+      call finish(c_dds_load(store%handle, c_chars(dir), list, int(n, c_int64_t)), status)
+    else
+      call finish(c_dds_save(store%handle, c_chars(dir), list, int(n, c_int64_t)), status)
+    end if
+  end subroutine snapshot_call
 
   ! Method-2 core (collective): waits until n_extras extra stores are done;
   ! timeout_ms < 0 (the default) means DDSTORE_HANDSHAKE_TIMEOUT_S.

@@ -75,6 +75,12 @@
 // the method-0 collective batch mode).
 #define DDS_CALL_GET_BATCH_START 10
 
+// `dds_fail_collective`: the call is `dds_save`.
+#define DDS_CALL_SAVE 11
+
+// `dds_fail_collective`: the call is `dds_load`.
+#define DDS_CALL_LOAD 12
+
 // `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 #define DDS_GPU_ENV -1
 
@@ -801,6 +807,51 @@ enum dds_status dds_get_ragged(struct dds_store *store,
 // its per-sample index, both published by the core job's `dds_add_ragged`).
 // Local. Errors: as `dds_join`.
 enum dds_status dds_join_ragged(struct dds_store *store, const char *name);
+
+// Saves variables of the store to snapshot directory `dir`: the
+// `n_names` variables named in `names`, or every variable when `n_names`
+// is 0. Every rank writes its own shards (files 0600, fsynced) into
+// `<dir>.partial-<token>` beside `dir`; rank 0 writes the manifest (shapes,
+// rows per shard, chunk checksums) and renames the directory to `dir`,
+// atomically exchanging it with an older snapshot already there, which is
+// then removed. A job killed during the call leaves the old snapshot (or
+// none) at `dir`. `dir`'s parent must exist on a file system every rank
+// sees, be owned by this user and not writable by others.
+//
+// Collective. Not concurrent with other calls on the same store. Errors
+// (on every rank together): DDS_ERR_INVALID_ARGUMENT (NULL or empty `dir`,
+// a bad name, a name given twice, `dir` a `.partial-*` directory or an
+// existing directory that is not a snapshot), DDS_ERR_UNKNOWN_VARIABLE,
+// DDS_ERR_IO (the message names the file and the failure), DDS_ERR_MPI.
+enum dds_status dds_save(struct dds_store *store,
+                         const char *dir,
+                         const char *const *names,
+                         int64_t n_names);
+
+// Loads variables from snapshot directory `dir` (written by `dds_save` on
+// any number of ranks): the `n_names` variables named in `names`, or every
+// variable of the snapshot when `n_names` is 0. Each is re-sharded evenly:
+// of T rows (ragged: samples) over P ranks, rank r holds the contiguous
+// range starting at r*(T/P) + min(r, T%P), the first T%P ranks one more.
+// A rank reads only the checksum chunks of the files holding its rows and
+// verifies them. The variables then behave as if made by `dds_add` /
+// `dds_add_ragged`.
+//
+// Collective. Not concurrent with reads of the same store. Errors (on
+// every rank together; on any error no variable of the call is left
+// registered and the store stays usable): DDS_ERR_INVALID_ARGUMENT (NULL
+// or empty `dir`, bad names, a `.partial-*` directory),
+// DDS_ERR_UNKNOWN_VARIABLE (a name not in the snapshot),
+// DDS_ERR_DUPLICATE_VARIABLE (a variable already in the store),
+// DDS_ERR_MISMATCH (the snapshot's format version, or a library version
+// this one cannot read), DDS_ERR_IO (missing directory, manifest or shard
+// file, a truncated file, a file or directory of another user or writable
+// by others, a symbolic link, a checksum mismatch: the message names the
+// file), DDS_ERR_NO_MEMORY, DDS_ERR_MPI.
+enum dds_status dds_load(struct dds_store *store,
+                         const char *dir,
+                         const char *const *names,
+                         int64_t n_names);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -505,6 +505,21 @@ class Store {
   }
   // Frees one variable (collective for core members; local for extras).
   void remove(const std::string& name) { detail::check(dds_remove(h_, collective_name(DDS_CALL_REMOVE, name))); }
+
+  // ---- snapshots (collective; docs/snapshots.md) ----
+
+  // Saves `names` (empty: every variable) to snapshot directory `dir`,
+  // atomically replacing an older snapshot there.
+  void save(const std::string& dir, const std::vector<std::string>& names = {}) {
+    auto c = snapshot_args(DDS_CALL_SAVE, dir, names);
+    detail::check(dds_save(h_, dir.c_str(), c.data(), static_cast<int64_t>(c.size())));
+  }
+  // Loads `names` (empty: every variable of the snapshot) from `dir`,
+  // re-sharded evenly over this store's ranks.
+  void load(const std::string& dir, const std::vector<std::string>& names = {}) {
+    auto c = snapshot_args(DDS_CALL_LOAD, dir, names);
+    detail::check(dds_load(h_, dir.c_str(), c.data(), static_cast<int64_t>(c.size())));
+  }
   // Method 2: an extra member announces it is done; the core waits for n of them.
   void extra_done() { detail::check(dds_extra_done(h_)); }
   void wait_extras(int64_t n_extras, int64_t timeout_ms = -1) {
@@ -542,6 +557,16 @@ class Store {
     const dds_status s = dds_fail_collective(h_, call, name.c_str(), err.status(), err.what());
     if (s == err.status()) throw err;
     detail::fail(s);
+  }
+
+  // The C strings of a save or load's names; a directory or name C cannot
+  // hold fails the call on every rank.
+  std::vector<const char*> snapshot_args(int32_t call, const std::string& dir, const std::vector<std::string>& names) {
+    if (dir.find('\0') != std::string::npos)
+      fail_collective(call, "", Error(DDS_ERR_INVALID_ARGUMENT, "snapshot directory holds a NUL byte"));
+    std::vector<const char*> c;
+    for (const auto& n : names) c.push_back(collective_name(call, n));
+    return c;
   }
 
   // The C string of `name` for collective `call`; a name C cannot hold

@@ -46,7 +46,8 @@ done
 for n in 1 2 4; do
     run "pytest pyddstore.torch, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q \
         tests/test_torch.py tests/test_torch_loader.py tests/test_torch_method2.py tests/test_torch_ddp.py \
-        tests/test_torch_prefetch.py tests/test_torch_ragged.py tests/test_torch_resume.py
+        tests/test_torch_prefetch.py tests/test_torch_ragged.py tests/test_torch_resume.py \
+        tests/test_torch_snapshot.py
 done
 # [resume] Resumed training (docs/pytorch.md, "Resuming a training run"):
 # stopped and resumed by new jobs on other rank counts, same order and

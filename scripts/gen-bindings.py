@@ -200,7 +200,8 @@ def fortran_param(fn, ctype, name, structs, choices):
             opt = ", optional" if key in choices.optional else ""
             return f"type(c_{sname}), {intent}{opt} :: {name}", {"c_" + sname}
         raise GenError(f"{fn}: no Fortran form for parameter {name} of type {ctype!r}")
-    if ctype in ("void *", "const void *"):
+    if ctype in ("void *", "const void *", "const char *const *"):
+        # An address, or an array of C strings (the wrapper builds it), or NULL.
         return f"type(c_ptr), value :: {name}", {"c_ptr"}
     m = re.fullmatch(r"(const )?(\w+) \*", ctype)
     if m and m.group(2) in SCALARS:

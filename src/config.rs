@@ -174,6 +174,10 @@ pub const DEFAULT_PROGRESS_SLEEP_US: u64 = 1000;
 /// Default of `DDSTORE_GPU_STAGING_BYTES`: largest chunk staged through one
 /// pinned bounce buffer on its way to device memory.
 pub const DEFAULT_GPU_STAGING_BYTES: u64 = 8 * 1024 * 1024;
+/// Default of `DDSTORE_SNAPSHOT_CHUNK_BYTES`.
+pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest `DDSTORE_SNAPSHOT_CHUNK_BYTES` (a chunk is read into memory whole).
+pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 1 << 30;
 /// Default hand-shake directory for method 2.
 pub const DEFAULT_HANDSHAKE_DIR: &str = "./ddstore_hs";
 
@@ -269,6 +273,14 @@ pub struct Config {
     /// (the window in which a killed rank could leave it behind), so a test
     /// can kill a rank there. 0 (default): none.
     pub test_segment_delay_s: f64,
+    /// `DDSTORE_SNAPSHOT_CHUNK_BYTES`: `dds_save` checksums every shard file
+    /// in chunks of this many bytes (recorded in the manifest), the unit
+    /// `dds_load` reads and verifies. Default 4 MiB.
+    pub snapshot_chunk_bytes: u64,
+    /// `DDSTORE_TEST_SAVE_DELAY_S` (testing aid): `dds_save` waits this long
+    /// after each shard file it writes, so a test can kill the job mid-save.
+    /// 0 (default): none.
+    pub test_save_delay_s: f64,
 }
 
 impl Config {
@@ -355,6 +367,13 @@ impl Config {
             },
             test_request_delay_s: seconds("DDSTORE_TEST_REQUEST_DELAY_S", text("DDSTORE_TEST_REQUEST_DELAY_S"), 0.0)?,
             test_segment_delay_s: seconds("DDSTORE_TEST_SEGMENT_DELAY_S", text("DDSTORE_TEST_SEGMENT_DELAY_S"), 0.0)?,
+            snapshot_chunk_bytes: bytes_in(
+                "DDSTORE_SNAPSHOT_CHUNK_BYTES",
+                text("DDSTORE_SNAPSHOT_CHUNK_BYTES"),
+                DEFAULT_SNAPSHOT_CHUNK_BYTES,
+                MAX_SNAPSHOT_CHUNK_BYTES,
+            )?,
+            test_save_delay_s: seconds("DDSTORE_TEST_SAVE_DELAY_S", text("DDSTORE_TEST_SAVE_DELAY_S"), 0.0)?,
         })
     }
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "ddstore.hpp"
 
 namespace {
@@ -217,6 +219,29 @@ void test_errors() {
   EXPECT(got == want);
   s.get("v", row, total - 1, 1);
   EXPECT(row == last);
+
+  // Snapshots: "v" saved and loaded into a second store, every row equal;
+  // a NUL in a name fails the call on every rank; an unknown name.
+  {
+    int tag = rank == 0 ? static_cast<int>(getpid()) : 0;
+    MPI_Bcast(&tag, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const std::string dir = "snap-cxx-" + std::to_string(tag);
+    s.save(dir, {"v"});
+    EXPECT_ERROR(s.save(dir, {nul}), DDS_ERR_INVALID_ARGUMENT, "NUL byte");
+    ddstore::Store t(MPI_COMM_WORLD);
+    EXPECT_ERROR(t.load(dir, {"w"}), DDS_ERR_UNKNOWN_VARIABLE, "no variable named 'w' in snapshot");
+    t.load(dir);
+    std::vector<double> a, b;
+    bool same = true;
+    for (int64_t g = 0; g < total; g++) {
+      s.get("v", a, g, 1);
+      t.get("v", b, g, 1);
+      same = same && a == b;
+    }
+    EXPECT(same);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) EXPECT(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+  }
 
   // An empty Store refuses every call.
   ddstore::Store empty;

@@ -299,6 +299,36 @@ class PyDDStore:
             raise
         self._check(self._lib.dds_init(h, cname, nrows, disp, itemsize))
 
+    # -- snapshots (collective; docs/snapshots.md) ----------------------------
+
+    def save(self, dir, names=None):
+        """Saves the variables `names` (None: every variable) to snapshot
+        directory `dir`, atomically replacing an older snapshot there.
+        Collective; errors are raised on every rank alike."""
+        self._snapshot(self._lib.dds_save, _lib.DDS_CALL_SAVE, dir, names)
+
+    def load(self, dir, names=None):
+        """Loads the variables `names` (None: every variable of the snapshot)
+        from `dir`, saved on any number of ranks and re-sharded evenly over
+        this store's ranks (the first ranks hold one more row when the rows
+        do not divide evenly). Collective; on an error nothing is loaded."""
+        self._snapshot(self._lib.dds_load, _lib.DDS_CALL_LOAD, dir, names)
+
+    def _snapshot(self, fn, call, dir, names):
+        h = self._handle()
+        try:
+            cdir = os.fsencode(os.fspath(dir))
+            if not cdir or b"\0" in cdir:
+                raise InvalidArgumentError(f"snapshot directory {dir!r} is empty or holds a NUL character")
+            if isinstance(names, str):
+                names = [names]
+            cnames = [_ffi.new("char[]", _cname(n)) for n in (names or ())]
+            arr = _ffi.new("char *[]", cnames) if cnames else _NULL
+        except Exception as exc:
+            self._fail_collective(call, None, exc)
+            raise
+        self._check(fn(h, cdir, arr, len(cnames)))
+
     def join(self, name):
         """Method-2 extra member: attaches to `name` published by the core job."""
         self._check(self._lib.dds_join(self._handle(), _cname(name)))

@@ -19,6 +19,7 @@ pub mod library;
 pub mod ragged;
 pub mod reads;
 pub mod requests;
+pub mod snapshot;
 pub mod store;
 pub mod types;
 pub mod vars;

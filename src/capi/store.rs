@@ -5,8 +5,9 @@ use std::os::raw::{c_char, c_int};
 use super::types::{
     dds_options, dds_settings, dds_status, dds_store, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED, DDS_CALL_ADD,
     DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH, DDS_CALL_GET_BATCH_START,
-    DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO,
-    DDS_GPU_OFF, DDS_GPU_REQUIRE, DDS_ROLE_CORE, DDS_ROLE_EXTRA, DDS_SETTINGS_PATH_BYTES,
+    DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_LOAD, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_SAVE,
+    DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO, DDS_GPU_OFF, DDS_GPU_REQUIRE, DDS_ROLE_CORE, DDS_ROLE_EXTRA,
+    DDS_SETTINGS_PATH_BYTES,
 };
 use super::{
     check_struct_size, guard, name_arg, opt_string, peek_store, register_store, store_of, take_store, write_sized,
@@ -318,6 +319,8 @@ pub unsafe extern "C" fn dds_fail_collective(
         DDS_CALL_GET_RAGGED_BATCH => Collective::GetRaggedBatch,
         DDS_CALL_RAGGED_LENGTHS => Collective::RaggedLengths,
         DDS_CALL_GET_BATCH_START => Collective::GetBatchStart,
+        DDS_CALL_SAVE => Collective::Save,
+        DDS_CALL_LOAD => Collective::Load,
         _ => {
             return guard("dds_fail_collective", || {
                 bail!(InvalidArgument, "call {call} is not one of the DDS_CALL_* constants")

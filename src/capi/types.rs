@@ -137,6 +137,10 @@ pub const DDS_CALL_RAGGED_LENGTHS: i32 = 9;
 /// `dds_fail_collective`: the call is `dds_get_batch_start` (collective in
 /// the method-0 collective batch mode).
 pub const DDS_CALL_GET_BATCH_START: i32 = 10;
+/// `dds_fail_collective`: the call is `dds_save`.
+pub const DDS_CALL_SAVE: i32 = 11;
+/// `dds_fail_collective`: the call is `dds_load`.
+pub const DDS_CALL_LOAD: i32 = 12;
 
 /// `dds_options.gpu`: use `DDSTORE_GPU` (default auto).
 pub const DDS_GPU_ENV: i32 = -1;

@@ -45,10 +45,14 @@ pub enum Collective {
     GetRaggedBatch,
     RaggedLengths,
     Destroy,
+    /// `dds_save` and `dds_load` name a list of variables, not one: their
+    /// names are agreed by the snapshot code (store/snapshot.rs).
+    Save,
+    Load,
 }
 
 impl Collective {
-    pub const ALL: [Collective; 13] = [
+    pub const ALL: [Collective; 15] = [
         Collective::Create,
         Collective::Add,
         Collective::Init,
@@ -62,6 +66,8 @@ impl Collective {
         Collective::GetRaggedBatch,
         Collective::RaggedLengths,
         Collective::Destroy,
+        Collective::Save,
+        Collective::Load,
     ];
 
     /// The entry point's name, as messages show it.
@@ -80,6 +86,8 @@ impl Collective {
             Collective::GetRaggedBatch => "dds_get_ragged_batch",
             Collective::RaggedLengths => "dds_ragged_lengths",
             Collective::Destroy => "dds_destroy",
+            Collective::Save => "dds_save",
+            Collective::Load => "dds_load",
         }
     }
 
@@ -108,6 +116,8 @@ impl Collective {
                 | Collective::EpochEnd
                 | Collective::WaitExtras
                 | Collective::Destroy
+                | Collective::Save
+                | Collective::Load
         )
     }
 }
@@ -240,6 +250,6 @@ mod tests {
             }
         }
         assert_eq!(Collective::from_code(0), None);
-        assert_eq!(Collective::from_code(14), None);
+        assert_eq!(Collective::from_code(16), None);
     }
 }

@@ -39,6 +39,9 @@ pub use request::{Request, Requests};
 mod settings;
 pub use settings::Settings;
 mod process;
+mod snapshot;
+mod snapshot_format;
+mod snapshot_read;
 pub use process::{
     before_mpi_finalize, gpu_devices, mpi_finalize_intercepted, pointer_kind, BatchMode, DevicePath, GpuMode, MemKind,
     Snapshot, Stream,
@@ -766,6 +769,8 @@ impl Store {
             Collective::AddRagged => self.register_ragged(name, Err(failure), &[], &[]),
             Collective::GetRaggedBatch => self.get_ragged_batch(name, none, 0, Err(failure), None).map(|_| ()),
             Collective::RaggedLengths => self.ragged_lengths(name, Err(failure)),
+            Collective::Save => self.save(Err(failure), Ok(Vec::new())),
+            Collective::Load => self.load(Err(failure), Ok(Vec::new())),
             Collective::Create | Collective::Destroy => {
                 bail!(InvalidArgument, "{} cannot be failed through dds_fail_collective", call.entry())
             }

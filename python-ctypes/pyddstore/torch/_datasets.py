@@ -20,6 +20,8 @@ from ._schema import (_agree, _Encoded, _Field, _fields_encoder, _handshake_dir,
 logger = logging.getLogger("pyddstore.torch")
 
 _POLL_S = 0.05
+# The variable a snapshot keeps a dataset's schema in (DistDataset.save).
+_SCHEMA_VAR = "__schema__"
 
 
 # Reads in flight (prefetch).
@@ -419,6 +421,78 @@ class DistDataset(_StoredDataset):
             self._load_chunked(source, first, chunk_size)
         logger.debug("%s: rank %d of group %d holds samples [%d, %d) of %d",
                      name, grank, self.rank // self.ddstore_width, lo, hi, total_ns)
+
+    # -- snapshots (docs/snapshots.md) ----------------------------------------
+
+    def save(self, dir):
+        """Saves the dataset's variables and its schema (a small variable
+        ``"{name}/__schema__"``) to snapshot directory `dir` (collective), so
+        a restarted job rebuilds it with :meth:`from_snapshot`, without the
+        source, on any number of ranks."""
+        if self.ddstore_width != self.comm_size:
+            raise NotImplementedError("save needs ddstore_width equal to the communicator size "
+                                      "(every group holds a whole copy)")
+        var = f"{self.name}/{_SCHEMA_VAR}"
+        if not getattr(self, "_schema_stored", False):
+            # One row (on the group's rank 0) of the JSON's bytes, so a
+            # loader on any number of ranks reads it with one get.
+            meta = json.dumps({"total_ns": self.total_ns, **self.schema}).encode("utf-8")
+            width = self.ddstore_comm.bcast(len(meta), root=0)
+            rows = 1 if self.ddstore_comm.Get_rank() == 0 else 0
+            self.ddstore.add(var, np.frombuffer(meta, np.uint8)[:rows * width].reshape(rows, width))
+            self._schema_stored = True
+        self.ddstore.save(dir, self.variables + [var])
+
+    @classmethod
+    def from_snapshot(cls, dir, name, comm=None, ddstore_width=None, device=None, method=None,
+                      batch_mode=None, decode=None, prefetch=2):
+        """The dataset `name` saved by :meth:`save` in `dir`, loaded over the
+        ranks of `comm` (collective; any number of ranks, each holding an
+        even contiguous share of the samples). Methods 0 and 1."""
+        from mpi4py import MPI
+        import pyddstore
+
+        self = cls.__new__(cls)
+        self.ddstore = None
+        self.prefetch = _prefetch_arg(prefetch)
+        if batch_mode is None and not os.environ.get("DDSTORE_BATCH_MODE", "").strip():
+            batch_mode = "onesided"
+        self.batch_mode = batch_mode
+        self.decode = decode
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank, self.comm_size = self.comm.Get_rank(), self.comm.Get_size()
+        self.add_device = None
+        self.ddstore_width = self.comm_size if ddstore_width is None else operator.index(ddstore_width)
+        if self.ddstore_width < 1:
+            raise ValueError(f"ddstore_width must be at least 1, got {self.ddstore_width}")
+        self.method = _args.env_int("DDSTORE_METHOD", 0, 0, 2) if method is None else operator.index(method)
+        if self.method == 2:
+            raise NotImplementedError("from_snapshot builds method 0 or 1 stores")
+        self.chunk_size = self.handshake_dir = None
+        self.ddstore_comm = self.comm.Split(color=self.rank // self.ddstore_width, key=self.rank)
+        try:
+            store = self.ddstore = pyddstore.PyDDStore(self.ddstore_comm, method=self.method,
+                                                       batch_mode=batch_mode if self.method == 0 else None)
+            var = f"{name}/{_SCHEMA_VAR}"
+            store.load(dir, [var])
+            self._schema_stored = True
+            meta = np.empty((1, store.info(var)[1]), np.uint8)
+            store.get(var, meta, 0)
+            meta = json.loads(meta.tobytes().decode("utf-8"))
+            total_ns = meta.pop("total_ns")
+            self._setup_reading(meta, name, device, total_ns)
+            store.load(dir, self.variables)
+            self._lo, self._hi = _share(total_ns, self.ddstore_comm.Get_size(), self.ddstore_comm.Get_rank())
+        except Exception:
+            store, self.ddstore = self.ddstore, None
+            try:
+                if store is not None:
+                    store.free()
+                self.ddstore_comm.Free()
+            except Exception:
+                pass
+            raise
+        return self
 
     # -- loading --------------------------------------------------------------
 
