@@ -252,6 +252,8 @@ demo: deps install-test-prefix
 BENCH_ARGS ?=
 # Options of the Python section (python-ctypes/bench/bench.py), e.g. PY_BENCH_ARGS=--quick.
 PY_BENCH_ARGS ?=
+# Options of the snapshot figure (python-ctypes/bench/snapshot.py), e.g. SNAP_BENCH_ARGS="--mib-per-rank 256".
+SNAP_BENCH_ARGS ?=
 bench: deps install-test-prefix $(VENV)/.cffi
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target bench
@@ -274,6 +276,8 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	    --out $(BUILD)/bench/python.jsonl $(PY_BENCH_ARGS)
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -bind-to core -n 2 $(VENV)/bin/python \
 	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
+	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/snapshot.py \
+	    --dir $(BUILD)/bench/snap --out $(BUILD)/bench/python.jsonl --append $(SNAP_BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
 	    --md docs/dev/results.md --png docs/dev/results.png
 

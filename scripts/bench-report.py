@@ -426,6 +426,7 @@ def py_load(path):
         "percall": {r["what"]: r for r in recs if r.get("type") == "pypercall"},
         "single": [r for r in recs if r.get("type") == "pysingle"],
         "overlap": [r for r in recs if r.get("type") == "pyoverlap"],
+        "snapshot": [r for r in recs if r.get("type") == "pysnapshot"],
     }
 
 
@@ -435,6 +436,8 @@ def py_find(P, group, op, rb, dest="reused"):
             return m
     return None
 
+
+SNAPSHOT_TARGET = 0.8  # dds_save / dds_load throughput over the disk's own (issue 38)
 
 # Issue 40's targets for one row per call (bench.py's pysingle records).
 PY_SINGLE_TARGETS = {"PyDDStore.get / cffi dds_get": 1.15, "cffi dds_get / C dds_get": 1.3,
@@ -462,6 +465,17 @@ def py_targets(R, P):
                 rows.append((f"{name} ≤ {limit}x (one row per call, same node, minima of short repeats)",
                              f"{m['what']}, {m['ranks']} ranks", f"{r['min']:.2f}x (medians: {r['median']:.2f}x)",
                              r["min"] <= limit))
+    # Snapshots (python-ctypes/bench/snapshot.py): against dd on the same directory, same run.
+    for m in P["snapshot"]:
+        where = f"{m['ranks']} ranks x {m['mib_per_rank']} MiB"
+        for what, key, floor in (("dds_save", "save_over_dd_write", "dd_write"), ("dds_load (cold cache)",
+                                                                                   "load_over_dd_read", "dd_read")):
+            g = m["gb_per_s"]
+            op = "save" if floor == "dd_write" else "load"
+            rows.append((f"{what} ≥ {SNAPSHOT_TARGET}x the disk's {floor.replace('_', ' ')} (O_DIRECT)", where,
+                         f"{m[key]:.2f}x ({g[op]:.2f} vs {g[floor]:.2f} GB/s); restart: from the source "
+                         f"{m['restart_from_source_s']:.2f} s, from a snapshot {m['restart_from_snapshot_s']:.2f} s",
+                         m[key] >= SNAPSHOT_TARGET))
     groups = []
     for m in P["meas"]:
         if m["group"] not in groups:

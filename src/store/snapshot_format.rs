@@ -77,7 +77,7 @@ pub fn n_chunks(len: u64, chunk: u64) -> usize {
 
 /// Checksums of `bytes` (a whole file) per `chunk` bytes.
 pub fn chunk_sums(bytes: &[u8], chunk: u64) -> Vec<u64> {
-    bytes.chunks(chunk as usize).map(fnv1a).collect()
+    bytes.chunks(chunk as usize).map(crate::hash::fnv1a_wide).collect()
 }
 
 /// The part of the library version that must match for a snapshot to load:

@@ -61,7 +61,7 @@ fn read_range(path: &Path, len: u64, sums: &[u64], chunk: u64, start: u64, end: 
     f.read_exact_at(&mut buf, from).map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
     for (k, piece) in buf.chunks(chunk as usize).enumerate() {
         let c = c0 as usize + k;
-        if crate::hash::fnv1a(piece) != sums[c] {
+        if crate::hash::fnv1a_wide(piece) != sums[c] {
             bail!(
                 Io,
                 "{}: checksum mismatch in chunk {c} (bytes {}..{})",
