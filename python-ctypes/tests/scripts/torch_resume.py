@@ -9,9 +9,11 @@ quick start's, on CPU) for EPOCHS epochs with a ResumableBatchSampler and a
 ThreadDataLoader, and writes (rank 0) the global sample order it trained
 on (the concatenation, in rank order, of every rank's part of each step)
 and the final weights to OUT.npz. --stop-after S saves model, optimizer,
-loader state and the order so far to CKPT/state.pt after step S and stops
-(--save-at: and goes on); --resume CKPT starts from such a state, on any
-number of ranks.
+loader state and the order so far to CKPT/state.pt, and the dataset's
+snapshot to CKPT/data (DistDataset.save), after step S and stops (--save-at:
+and goes on); --resume CKPT starts from such a state, on any number of
+ranks, with the dataset loaded from CKPT/data (--from-source: built from
+the source arrays again).
 
 The weights are meant to be bitwise equal whatever the number of ranks:
 each rank computes the gradient of each of its samples alone (batch of
@@ -84,13 +86,20 @@ def main():
     ap.add_argument("--stop-after", nargs=2, metavar=("STEPS", "CKPT"))
     ap.add_argument("--save-at", nargs=2, metavar=("STEPS", "CKPT"), help="as --stop-after, but go on")
     ap.add_argument("--resume", metavar="CKPT")
+    ap.add_argument("--from-source", action="store_true",
+                    help="with --resume: build the dataset from its source, not from CKPT/data")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     save = args.stop_after or args.save_at
     save_at, ckpt = (int(save[0]), save[1]) if save else (None, None)
 
     # [snippet:pytorch-resume]
-    train = DistDataset(Curves(), "curves", comm=comm, chunk_size=10)
+    if args.resume and not args.from_source:
+        # A later job: the store comes back from the snapshot the stopped
+        # job saved (re-sharded over this job's ranks); the source is not read.
+        train = DistDataset.from_snapshot(os.path.join(args.resume, "data"), "curves", comm=comm)
+    else:
+        train = DistDataset(Curves(), "curves", comm=comm, chunk_size=10)
     # The global order depends on (seed, epoch, len(train)) only; each rank
     # takes GLOBAL_BATCH / comm.size samples of every global batch.
     sampler = ResumableBatchSampler(train, GLOBAL_BATCH, seed=SEED, comm=comm)
@@ -116,10 +125,13 @@ def main():
             order.extend(train_step(model, opt, comm, x, y, idx))
             step += 1
             if step == save_at:
+                if comm.rank == 0:
+                    os.makedirs(ckpt, exist_ok=True)
+                comm.Barrier()
+                train.save(os.path.join(ckpt, "data"))  # collective: the dataset's snapshot
                 state = {"model": model.state_dict(), "optimizer": opt.state_dict(),
                          "loader": loader.state_dict(), "order": order, "step": step}
                 if comm.rank == 0:  # the states are the same on every rank
-                    os.makedirs(ckpt, exist_ok=True)
                     torch.save(state, os.path.join(ckpt, "state.pt"))
                 if args.stop_after:  # with the next batches' reads in flight
                     done = True

@@ -5,7 +5,9 @@
 #   after step 11 of 24 (epoch 1, batch 3) as it goes on;
 #   stopped after step 11 on 2 ranks (reads of the next batches in flight);
 #   each state resumed by new jobs: 1 -> 1, 1 -> 2, 2 -> 2, 2 -> 1, 2 -> 4
-#   ranks, with prefetch 0 and 2. (A separate stopped job on 1 rank would
+#   ranks, with prefetch 0 and 2; every resumed job but 1 -> 1 loads the
+#   dataset from the snapshot the stopped job saved (DistDataset.save /
+#   from_snapshot), 1 -> 1 builds it from the source again. (A separate stopped job on 1 rank would
 #   add a launch, about 10 s of CPU for torch's imports, and nothing else:
 #   the state saved is the same; the stop itself is the 2-rank one.)
 # Every run must train on the same global sample order and end with bitwise
@@ -27,7 +29,7 @@ job() { local n=$1; shift; echo "--- $n rank(s): torch_resume.py $*"; timeout "$
 job 1 "$d/ref1.npz" --prefetch 2 --save-at 11 "$d/ck1"
 job 2 "$d/ref2.npz" --prefetch 0
 job 2 "$d/stop2.npz" --prefetch 2 --stop-after 11 "$d/ck2"
-job 1 "$d/r1to1.npz" --prefetch 0 --resume "$d/ck1"
+job 1 "$d/r1to1.npz" --prefetch 0 --resume "$d/ck1" --from-source
 job 2 "$d/r1to2.npz" --prefetch 2 --resume "$d/ck1"
 job 2 "$d/r2to2.npz" --prefetch 0 --resume "$d/ck2"
 job 1 "$d/r2to1.npz" --prefetch 2 --resume "$d/ck2"
