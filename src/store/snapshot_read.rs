@@ -48,32 +48,44 @@ fn open_checked(path: &Path, want_len: u64) -> Result<File> {
     Ok(f)
 }
 
-/// Bytes [start, end) of a file of `len` bytes, reading and verifying the
-/// whole checksum chunks that cover them.
-fn read_range(path: &Path, len: u64, sums: &[u64], chunk: u64, start: u64, end: u64) -> Result<Vec<u8>> {
+/// Appends bytes [start, end) of a file of `len` bytes to `out`, reading
+/// and verifying the whole checksum chunks that cover them. Chunks wholly
+/// inside the range are read straight into `out` (no second copy of up to
+/// GiBs); only the partial first and last chunks pass through a buffer.
+fn read_range(
+    path: &Path,
+    len: u64,
+    sums: &[u64],
+    chunk: u64,
+    (start, end): (u64, u64),
+    out: &mut Vec<u8>,
+) -> Result<()> {
     if start == end {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let f = open_checked(path, len)?;
-    let (c0, c1) = (start / chunk, end.div_ceil(chunk));
-    let (from, to) = (c0 * chunk, (c1 * chunk).min(len));
-    let mut buf = vec![0u8; (to - from) as usize];
-    f.read_exact_at(&mut buf, from).map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
-    for (k, piece) in buf.chunks(chunk as usize).enumerate() {
-        let c = c0 as usize + k;
-        if crate::hash::fnv1a_wide(piece) != sums[c] {
-            bail!(
-                Io,
-                "{}: checksum mismatch in chunk {c} (bytes {}..{})",
-                path.display(),
-                c as u64 * chunk,
-                c as u64 * chunk + piece.len() as u64
-            );
+    let mut partial = Vec::new();
+    for c in start / chunk..end.div_ceil(chunk) {
+        let (from, to) = (c * chunk, ((c + 1) * chunk).min(len));
+        let whole = from >= start && to <= end;
+        let at = out.len();
+        let buf = if whole {
+            out.resize(at + (to - from) as usize, 0);
+            &mut out[at..]
+        } else {
+            partial.resize((to - from) as usize, 0);
+            &mut partial[..]
+        };
+        f.read_exact_at(buf, from).map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
+        if crate::hash::fnv1a_wide(buf) != sums[c as usize] {
+            out.truncate(at);
+            bail!(Io, "{}: checksum mismatch in chunk {c} (bytes {from}..{to})", path.display());
+        }
+        if !whole {
+            out.extend_from_slice(&partial[(start.max(from) - from) as usize..(end.min(to) - from) as usize]);
         }
     }
-    buf.drain(..(start - from) as usize);
-    buf.truncate((end - start) as usize);
-    Ok(buf)
+    Ok(())
 }
 
 /// Global rows [lo, hi) of fixed variable `i`, from the shards holding them.
@@ -87,7 +99,7 @@ pub(super) fn read_rows(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64) ->
         if a < b {
             let path = dir.join(format::data_file(i, r));
             let len = n as u64 * rb;
-            out.extend(read_range(&path, len, &v.data_sums[r], m.chunk, (a - s0) as u64 * rb, (b - s0) as u64 * rb)?);
+            read_range(&path, len, &v.data_sums[r], m.chunk, ((a - s0) as u64 * rb, (b - s0) as u64 * rb), &mut out)?;
         }
         s0 += n;
     }
@@ -107,7 +119,8 @@ pub(super) fn read_samples(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64)
             let ipath = dir.join(format::index_file(i, r));
             let ilen = n as u64 * INDEX_ROW_BYTES;
             let (ia, ib) = ((a - s0) as u64 * INDEX_ROW_BYTES, (b - s0) as u64 * INDEX_ROW_BYTES);
-            let ix = read_range(&ipath, ilen, &v.index_sums[r], m.chunk, ia, ib)?;
+            let mut ix = Vec::new();
+            read_range(&ipath, ilen, &v.index_sums[r], m.chunk, (ia, ib), &mut ix)?;
             let word = |k: usize| u64::from_le_bytes(ix[k * 8..k * 8 + 8].try_into().unwrap());
             let first = word(0);
             let mut row = first;
@@ -125,9 +138,56 @@ pub(super) fn read_samples(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64)
                 row += c;
             }
             let dpath = dir.join(format::data_file(i, r));
-            payload.extend(read_range(&dpath, v.rows[r] as u64 * rb, &v.data_sums[r], m.chunk, first * rb, row * rb)?);
+            read_range(&dpath, v.rows[r] as u64 * rb, &v.data_sums[r], m.chunk, (first * rb, row * rb), &mut payload)?;
         }
         s0 += n;
     }
     Ok((payload, lengths))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_range;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    /// Every range of a 1000-byte file with 64-byte chunks (whole chunks read
+    /// in place, partial ones through the buffer) gives exactly its bytes; a
+    /// flipped byte is refused exactly when its chunk is read.
+    #[test]
+    fn ranges_read_exactly_and_checked() {
+        let dir = std::env::temp_dir().join(format!("dds-snap-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 31 + 7) as u8).collect();
+        let write = |bytes: &[u8]| {
+            let _ = std::fs::remove_file(&path);
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).unwrap();
+            std::io::Write::write_all(&mut f, bytes).unwrap();
+        };
+        let chunk = 64u64;
+        let sums: Vec<u64> = data.chunks(chunk as usize).map(crate::hash::fnv1a_wide).collect();
+        write(&data);
+        for start in (0..1000u64).step_by(13) {
+            for end in (start..=1000).step_by(29).chain([1000]) {
+                let mut out = vec![9u8; 3]; // appended to, never replaced
+                read_range(&path, 1000, &sums, chunk, (start, end), &mut out).unwrap();
+                assert_eq!(&out[..3], &[9, 9, 9]);
+                assert_eq!(&out[3..], &data[start as usize..end as usize], "[{start}, {end})");
+            }
+        }
+        let mut bad = data.clone();
+        bad[500] ^= 0x40; // chunk 7: bytes 448..512
+        write(&bad);
+        for (start, end, refused) in
+            [(0, 448, false), (512, 1000, false), (440, 450, true), (448, 512, true), (0, 1000, true)]
+        {
+            let mut out = Vec::new();
+            let got = read_range(&path, 1000, &sums, chunk, (start, end), &mut out);
+            assert_eq!(got.is_err(), refused, "[{start}, {end})");
+            if let Err(e) = got {
+                assert!(e.msg.contains("checksum mismatch in chunk 7 (bytes 448..512)"), "{e}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
