@@ -53,6 +53,12 @@ done
 # stopped and resumed by new jobs on other rank counts, same order and
 # weights as the uninterrupted run.
 run "torch_resume.sh (1, 2 and 4 ranks, 8 jobs)" env PYTHON="$PYTHON" MPIEXEC="$MPIEXEC" tests/scripts/torch_resume.sh
+# [snapshot] docs/snapshots.md's job chain: saved on 2 ranks, loaded on 3.
+snapdir=$(mktemp -d "${TMPDIR:-/tmp}/pyddstore-chain.XXXXXX")
+run "snapshot_chain.py: build and save, 2 ranks" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/snapshot_chain.py \
+    --build-from source --save "$snapdir/snap"
+run "snapshot_chain.py: restore, 3 ranks" "$MPIEXEC" -n 3 "$PYTHON" tests/scripts/snapshot_chain.py --restore "$snapdir/snap"
+rm -rf "$snapdir"
 # The scripts run once per available method among 0 and 1 (method 2 needs a
 # hand-shake directory, which HydraGNN-style code does not pass).
 methods=$(timeout 300 "$MPIEXEC" -n 1 "$PYTHON" -c \
