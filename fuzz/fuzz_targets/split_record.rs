@@ -6,7 +6,8 @@
 //! repaired, which lets the fuzzer reach the fields behind them.
 #![no_main]
 
-use ddstore::handshake::{parse, serialize, Expect, Record};
+use ddstore::handshake::{parse, serialize, Expect, ProviderCheck, Record};
+use ddstore::transport::fabric::select;
 use ddstore::hash::fnv1a;
 use ddstore::error::Kind;
 use libfuzzer_sys::fuzz_target;
@@ -62,7 +63,11 @@ fuzz_target!(|data: &[u8]| {
     let want = Expect {
         name: if sel & 0x80 == 0 { "x".into() } else { "data/y.z".into() },
         n_core: 1 + (sel & 3) as usize,
-        provider: (sel & 4 != 0).then(|| "tcp".into()),
+        // The rule method 2 applies (the transport's), as store/split.rs passes it.
+        provider: (sel & 4 != 0).then(|| ProviderCheck {
+            name: select::normalize_provider("tcp"),
+            matches: select::provider_matches,
+        }),
         row: (sel & 8 != 0).then_some((3, 8)),
     };
     check(rest, &want);
