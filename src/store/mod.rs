@@ -299,6 +299,20 @@ impl Store {
     /// copy of `src`. `shape` is this rank's (possibly invalid) request;
     /// `call` is `Add` or `Init` (the entry point, for messages).
     pub fn register(&self, call: Collective, name: &str, shape: Result<Shape>, src: Option<&[u8]>) -> Result<()> {
+        self.register_filled(call, name, shape, src, |_| Ok(()))
+    }
+
+    /// `register`, with `fill` writing the new shard's bytes before the
+    /// ranks agree (dds_load reads a snapshot straight into it); a failure
+    /// of `fill` fails the call on every rank like any local error.
+    pub(crate) fn register_filled(
+        &self,
+        call: Collective,
+        name: &str,
+        shape: Result<Shape>,
+        src: Option<&[u8]>,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         self.check_running()?;
         self.refuse_extra("add or init", name)?;
         self.drain_requests();
@@ -316,7 +330,11 @@ impl Store {
                     s.local_rows
                 );
             }
-            Ok((s, row_bytes, self.new_shard(bytes as usize, src)?))
+            let shard = self.new_shard(bytes as usize, src)?;
+            // SAFETY: a shard made just now, of len() bytes, that no other
+            // rank or thread can reach before the agreement below.
+            fill(unsafe { std::slice::from_raw_parts_mut(shard.as_ptr(), shard.len()) })?;
+            Ok((s, row_bytes, shard))
         });
         // On an error every rank has dropped the shard it made, so its
         // memory (huge pages, /dev/shm) is free when any rank returns and,

@@ -361,14 +361,12 @@ impl Store {
     fn load_var(&self, dir: &Path, m: &Manifest, i: usize) -> Result<()> {
         let v = &m.vars[i];
         let (p, me) = (self.comm.size(), self.comm.rank());
-        let rb = v.row_bytes();
         if !v.ragged {
             let (lo, hi) = even_split(v.rows.iter().sum(), p, me);
-            let part = read_rows(dir, m, i, lo, hi);
-            let data = agree(&self.comm, part)?;
-            let shape =
-                Shape { local_rows: (data.len() as u64 / rb) as i64, row_elems: v.row_elems, item_size: v.item_size };
-            return self.register(Collective::Add, &v.name, Ok(shape), Some(&data));
+            // Read straight into the new shard (no buffer of up to GiBs).
+            let shape = Shape { local_rows: hi - lo, row_elems: v.row_elems, item_size: v.item_size };
+            return self
+                .register_filled(Collective::Add, &v.name, Ok(shape), None, |dst| read_rows(dir, m, i, (lo, hi), dst));
         }
         let (lo, hi) = even_split(v.samples.iter().sum(), p, me);
         let part = read_samples(dir, m, i, lo, hi);

@@ -48,18 +48,13 @@ fn open_checked(path: &Path, want_len: u64) -> Result<File> {
     Ok(f)
 }
 
-/// Appends bytes [start, end) of a file of `len` bytes to `out`, reading
-/// and verifying the whole checksum chunks that cover them. Chunks wholly
-/// inside the range are read straight into `out` (no second copy of up to
-/// GiBs); only the partial first and last chunks pass through a buffer.
-fn read_range(
-    path: &Path,
-    len: u64,
-    sums: &[u64],
-    chunk: u64,
-    (start, end): (u64, u64),
-    out: &mut Vec<u8>,
-) -> Result<()> {
+/// Bytes [start, end) of a file of `len` bytes into `out` (exactly that
+/// long), reading and verifying the whole checksum chunks that cover them.
+/// Chunks wholly inside the range are read straight into `out` (no second
+/// copy of up to GiBs); only the partial first and last chunks pass
+/// through a buffer.
+fn read_range(path: &Path, len: u64, sums: &[u64], chunk: u64, (start, end): (u64, u64), out: &mut [u8]) -> Result<()> {
+    debug_assert_eq!(out.len() as u64, end - start);
     if start == end {
         return Ok(());
     }
@@ -67,43 +62,63 @@ fn read_range(
     let mut partial = Vec::new();
     for c in start / chunk..end.div_ceil(chunk) {
         let (from, to) = (c * chunk, ((c + 1) * chunk).min(len));
-        let whole = from >= start && to <= end;
-        let at = out.len();
+        let (a, b) = (start.max(from), end.min(to));
+        let whole = (a, b) == (from, to);
         let buf = if whole {
-            out.resize(at + (to - from) as usize, 0);
-            &mut out[at..]
+            &mut out[(from - start) as usize..(to - start) as usize]
         } else {
             partial.resize((to - from) as usize, 0);
             &mut partial[..]
         };
         f.read_exact_at(buf, from).map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
         if crate::hash::fnv1a_wide(buf) != sums[c as usize] {
-            out.truncate(at);
             bail!(Io, "{}: checksum mismatch in chunk {c} (bytes {from}..{to})", path.display());
         }
         if !whole {
-            out.extend_from_slice(&partial[(start.max(from) - from) as usize..(end.min(to) - from) as usize]);
+            out[(a - start) as usize..(b - start) as usize]
+                .copy_from_slice(&partial[(a - from) as usize..(b - from) as usize]);
         }
     }
     Ok(())
 }
 
-/// Global rows [lo, hi) of fixed variable `i`, from the shards holding them.
-pub(super) fn read_rows(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64) -> Result<Vec<u8>> {
+/// `read_range`, appended to `out`.
+fn read_range_vec(path: &Path, len: u64, sums: &[u64], chunk: u64, range: (u64, u64), out: &mut Vec<u8>) -> Result<()> {
+    let at = out.len();
+    out.resize(at + (range.1 - range.0) as usize, 0);
+    let got = read_range(path, len, sums, chunk, range, &mut out[at..]);
+    if got.is_err() {
+        out.truncate(at);
+    }
+    got
+}
+
+/// Global rows [lo, hi) of fixed variable `i`, from the shards holding
+/// them, into `out` ((hi - lo) rows long: the new shard).
+pub(super) fn read_rows(dir: &Path, m: &Manifest, i: usize, (lo, hi): (i64, i64), out: &mut [u8]) -> Result<()> {
     let v = &m.vars[i];
     let rb = v.row_bytes();
-    let mut out = Vec::with_capacity(((hi - lo) as u64 * rb) as usize);
+    if out.len() as u64 != (hi - lo) as u64 * rb {
+        bail!(Internal, "snapshot load: a shard of {} bytes for {} rows of {rb} bytes", out.len(), hi - lo);
+    }
     let mut s0 = 0i64;
     for (r, &n) in v.rows.iter().enumerate() {
         let (a, b) = (lo.max(s0), hi.min(s0 + n));
         if a < b {
             let path = dir.join(format::data_file(i, r));
-            let len = n as u64 * rb;
-            read_range(&path, len, &v.data_sums[r], m.chunk, ((a - s0) as u64 * rb, (b - s0) as u64 * rb), &mut out)?;
+            let dst = &mut out[((a - lo) as u64 * rb) as usize..((b - lo) as u64 * rb) as usize];
+            read_range(
+                &path,
+                n as u64 * rb,
+                &v.data_sums[r],
+                m.chunk,
+                ((a - s0) as u64 * rb, (b - s0) as u64 * rb),
+                dst,
+            )?;
         }
         s0 += n;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Samples [lo, hi) of ragged variable `i`: their rows back to back and
@@ -120,7 +135,7 @@ pub(super) fn read_samples(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64)
             let ilen = n as u64 * INDEX_ROW_BYTES;
             let (ia, ib) = ((a - s0) as u64 * INDEX_ROW_BYTES, (b - s0) as u64 * INDEX_ROW_BYTES);
             let mut ix = Vec::new();
-            read_range(&ipath, ilen, &v.index_sums[r], m.chunk, (ia, ib), &mut ix)?;
+            read_range_vec(&ipath, ilen, &v.index_sums[r], m.chunk, (ia, ib), &mut ix)?;
             let word = |k: usize| u64::from_le_bytes(ix[k * 8..k * 8 + 8].try_into().unwrap());
             let first = word(0);
             let mut row = first;
@@ -138,7 +153,14 @@ pub(super) fn read_samples(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64)
                 row += c;
             }
             let dpath = dir.join(format::data_file(i, r));
-            read_range(&dpath, v.rows[r] as u64 * rb, &v.data_sums[r], m.chunk, (first * rb, row * rb), &mut payload)?;
+            read_range_vec(
+                &dpath,
+                v.rows[r] as u64 * rb,
+                &v.data_sums[r],
+                m.chunk,
+                (first * rb, row * rb),
+                &mut payload,
+            )?;
         }
         s0 += n;
     }
@@ -147,7 +169,7 @@ pub(super) fn read_samples(dir: &Path, m: &Manifest, i: usize, lo: i64, hi: i64)
 
 #[cfg(test)]
 mod tests {
-    use super::read_range;
+    use super::read_range_vec as read_range;
     use std::os::unix::fs::OpenOptionsExt;
 
     /// Every range of a 1000-byte file with 64-byte chunks (whole chunks read
