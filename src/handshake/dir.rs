@@ -36,7 +36,8 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
     }
 }
 
-fn my_uid() -> u32 {
+/// This process's user, the owner every trusted file and directory must have.
+pub fn my_uid() -> u32 {
     // SAFETY: getuid cannot fail.
     unsafe { libc::getuid() }
 }

@@ -51,7 +51,7 @@ mod dir;
 mod record;
 
 pub use dir::{
-    check_dir, count_done, ensure_dir, poll, read_checked, resolve_dir, write_atomic, write_done, DONE_PREFIX,
+    check_dir, count_done, ensure_dir, my_uid, poll, read_checked, resolve_dir, write_atomic, write_done, DONE_PREFIX,
 };
 pub use record::{
     now_ns, parse, record_file_name, serialize, Expect, ProviderCheck, RankRecord, Record, FORMAT_VERSION, MAGIC,

@@ -27,15 +27,11 @@ use super::snapshot_format::{self as format, Manifest, VarEntry, MANIFEST};
 use super::snapshot_read::{read_rows, read_samples};
 use super::{Collective, RaggedSpec, Shape, Store};
 use crate::error::{bail, err, Result};
+use crate::handshake::my_uid;
 use crate::mpi::{agree, Comm};
 use crate::var::{Variable, INDEX_ROW_BYTES};
 
 const PARTIAL: &str = ".partial-";
-
-fn my_uid() -> u32 {
-    // SAFETY: getuid cannot fail.
-    unsafe { libc::getuid() }
-}
 
 /// A directory this user may trust: owned by them, written by no one else.
 fn check_trusted_dir(dir: &Path, what: &str) -> Result<()> {

@@ -9,12 +9,8 @@ use std::path::Path;
 
 use super::snapshot_format::{self as format, Manifest};
 use crate::error::{bail, err, Result};
+use crate::handshake::my_uid;
 use crate::var::INDEX_ROW_BYTES;
-
-fn my_uid() -> u32 {
-    // SAFETY: getuid cannot fail.
-    unsafe { libc::getuid() }
-}
 
 /// Opens a shard file, checks it like a hand-shake record (plain file, this
 /// user's, not writable by group or others) and its length.

@@ -359,13 +359,7 @@ class DistDataset(_StoredDataset):
         except Exception:
             # Every error from here on is raised on every rank (agreed, or
             # agreed by the library's collectives): release together.
-            store, self.ddstore = self.ddstore, None
-            try:
-                if store is not None:
-                    store.free()
-                self.ddstore_comm.Free()
-            except Exception:
-                pass
+            self._release_after_failure()
             raise
 
     def _build(self, source, name, device, add_device, handshake_dir, chunk_size, pyddstore):
@@ -484,15 +478,21 @@ class DistDataset(_StoredDataset):
             store.load(dir, self.variables)
             self._lo, self._hi = _share(total_ns, self.ddstore_comm.Get_size(), self.ddstore_comm.Get_rank())
         except Exception:
-            store, self.ddstore = self.ddstore, None
-            try:
-                if store is not None:
-                    store.free()
-                self.ddstore_comm.Free()
-            except Exception:
-                pass
+            self._release_after_failure()
             raise
         return self
+
+    def _release_after_failure(self):
+        """Frees the store and the store's communicator after a failed
+        build or load (raised on every rank alike); errors while freeing
+        are dropped so the original one propagates."""
+        store, self.ddstore = self.ddstore, None
+        try:
+            if store is not None:
+                store.free()
+            self.ddstore_comm.Free()
+        except Exception:
+            pass
 
     # -- loading --------------------------------------------------------------
 
