@@ -12,6 +12,8 @@ check that, and outcomes are all-gathered so every rank passes or fails
 (and shrinks) the same way. Runs for methods 0 and 1 on every rank count.
 """
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -344,6 +346,59 @@ def test_add_and_init_are_collective_and_checked(comm, method):
         every = comm.allgather(None if err is None else type(err).__name__)
         if any(e is None for e in every) and any(e is not None for e in every):
             problem = problem or f"{kind}({name!r}) succeeded on some ranks only: {every}"
+        all_pass(comm, problem)
+
+    try:
+        prop()
+    finally:
+        comm.Barrier()
+        s.free()
+
+
+# dds_save / dds_load: the name list and the directory cross into C.
+SNAP_NAMES = st.lists(st.one_of(st.sampled_from(["p", "q", "nope", "", "p\0q", "p/../q", "ü"]),
+                                st.text(max_size=6)), max_size=4)
+
+
+def test_snapshot_names_and_dir(comm, tmp_path_factory):
+    base = comm.bcast(str(tmp_path_factory.mktemp("snapprop")) if comm.rank == 0 else None, root=0)
+    s = make_store(comm, 0)
+    s.add("p", formula(np.arange(comm.rank * ROWS, (comm.rank + 1) * ROWS)))
+    s.add("q", formula(np.arange(comm.rank * ROWS, (comm.rank + 1) * ROWS)) + 1000)
+    counter = [0]
+
+    @settings(max_examples=examples(60), **SETTINGS)
+    @given(names=SNAP_NAMES, bad_dir=st.sampled_from([None, "", "a\0b"]))
+    def prop(names, bad_dir):
+        all_agree(comm, (names, bad_dir))
+        counter[0] += 1
+        d = os.path.join(base, f"s{counter[0]}") if bad_dir is None else bad_dir
+        err, _ = outcome(lambda: s.save(d, names))
+        valid = (bad_dir is None and all(n in ("p", "q") for n in names) and len(set(names)) == len(names))
+        errs = comm.allgather(None if err is None else (type(err).__name__, str(err)))
+        problem = None
+        if any(e != errs[0] for e in errs):
+            problem = f"ranks disagree: {errs}"
+        elif valid and err is not None:
+            problem = f"save({d!r}, {names!r}) raised {err!r}"
+        elif not valid and err is None:
+            problem = f"save({d!r}, {names!r}) was accepted"
+        elif valid:
+            # Load it into a fresh store: the rows saved come back.
+            t = make_store(comm, 0)
+            try:
+                lerr, _ = outcome(lambda: t.load(d))
+                if lerr is not None:
+                    problem = f"load of {d!r} raised {lerr!r}"
+                else:
+                    for n in (names or ["p", "q"]):
+                        out = np.empty((ROWS * comm.size, COLS), np.int64)
+                        t.get_batch(n, out, np.arange(ROWS * comm.size))
+                        want = formula(np.arange(ROWS * comm.size)) + (1000 if n == "q" else 0)
+                        if not np.array_equal(out, want):
+                            problem = f"{n} after save({names!r})/load: {out.tolist()}"
+            finally:
+                t.free()
         all_pass(comm, problem)
 
     try:
