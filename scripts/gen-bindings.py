@@ -21,12 +21,17 @@ The template's directives (lines starting `!@`, which never reach the output):
   !@thin F1 F2 ...     friendly wrappers for functions taking only the store
                        and names: subroutine F(store, [name,] status), with the
                        first sentence of the header's comment;
-  !@copy S SRC DST [int=f,..] [logical=f,..] [skip=f,..]
-                       `DST%f = SRC%f` for every field f of struct S, in
-                       header order: int() for the int= fields, `/= 0` for
-                       the logical= ones, none for the skip= ones; a field
-                       added to S is copied too (so the friendly type must
-                       take it, or the template skip it);
+  !@friendly S TYPE [logical=f,..] [string=f,..] [allocatable=f,..] [skip=f,..]
+                       the friendly derived type TYPE of struct S: every
+                       field but the skip= ones, in header order, with the
+                       first sentence of its header comment: 32-bit fields
+                       as default integers, 64-bit ones as c_int64_t, the
+                       logical= ones as logicals (C's 0 / not 0), the char
+                       arrays as character(len=N) (string=) or deferred
+                       length (allocatable=); a field added to S reaches
+                       the type by itself (or the template skips it);
+  !@copy S SRC DST     `DST%f = SRC%f` for every field of S's !@friendly
+                       type, converted the same way (strings by from_c);
   !@default S f=v      the initial value of field f of mirror c_S;
   !@out-scalar F.p     C pointer parameter p of F as a scalar intent(out)
                        (other `T *` parameters are type(c_ptr), value);
@@ -40,7 +45,15 @@ The template's directives (lines starting `!@`, which never reach the output):
                        ${COLS} the first extent of a 2-D array (-1_c_int64_t
                        for 1-D); a line starting `!@1d ` or `!@2d ` is kept
                        for that rank only;
+  !@string F1 F2 ...   friendly functions for C functions returning a C
+                       string: the Fortran string, the integer arguments as
+                       default integers, with the header comment's first
+                       sentence;
   !@note ...           a comment of the template itself.
+
+A new C function gets its c_dds_* interface by itself; its friendly wrapper is
+written in the template below `contains` (per array type and rank: a
+`!@template` block at the end) and named in the template's `public ::` list.
 
 Usage: gen-bindings.py            write the files (run by `make header`)
        gen-bindings.py --check    fail, naming the file, if a committed file
@@ -130,17 +143,34 @@ def parse_header(text):
                     raise GenError(f"{HEADER}: cannot read parameter {p!r} of {m.group(2)}")
                 params.append((norm_type(pm.group(1)), pm.group(2)))
         functions.append((norm_type(m.group(1)), m.group(2), params))
+    # docs: a function's first sentence by name; a struct field's by "S.f".
     docs = {}
-    comment = []
+    comment, struct = [], None
     for line in text.split("\n"):
-        if line.startswith("//"):
-            comment.append(line[2:].strip())
+        stripped = line.strip()
+        if stripped.startswith("//"):
+            comment.append(stripped[2:].strip())
             continue
-        m = re.match(r"[\w ]+?\*?\s*(dds_\w+)\(", line)
-        if m and comment:
-            docs[m.group(1)] = re.split(r"(?<=\.)\s", " ".join(comment), maxsplit=1)[0]
+        m = re.match(r"typedef struct (\w+) \{", stripped)
+        if m:
+            struct = m.group(1)
+        elif stripped.startswith("}"):
+            struct = None
+        elif struct:
+            f = re.search(r"\b(\w+)(?:\[\d+\])?;$", stripped)
+            if f and comment:
+                docs[f"{struct}.{f.group(1)}"] = first_sentence(comment)
+        else:
+            m = re.match(r"[\w ]+?\*?\s*(dds_\w+)\(", line)
+            if m and comment:
+                docs[m.group(1)] = first_sentence(comment)
         comment = []
     return defines, statuses, structs, functions, docs
+
+
+def first_sentence(lines):
+    """Up to the first ". " before a capital or "(" (not "e.g. `x`")."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z(])", " ".join(lines), maxsplit=1)[0]
 
 
 def norm_type(t):
@@ -261,32 +291,99 @@ def gen_thin(names, functions, docs):
     return out
 
 
-def gen_copy(words, structs, indent, lineno):
-    """`!@copy S SRC DST [int=..] [logical=..] [skip=..]`."""
-    if len(words) < 3 or words[0] not in structs or structs[words[0]] is None:
-        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@copy needs a struct of the header, a source and a target")
-    sname, src, dst = words[:3]
-    lists = {"int": set(), "logical": set(), "skip": set()}
-    for w in words[3:]:
+def gen_string(names, functions, docs):
+    """Friendly functions of C functions returning `const char *`."""
+    by_name = {f[1]: f for f in functions}
+    out = []
+    for fn in names:
+        ret, _, params = by_name.get(fn, (None, None, None))
+        if ret != "const char *" or any(p[0] not in SCALARS for p in params):
+            raise GenError(f"{F90_TEMPLATE}: !@string {fn}: not a function of the header returning "
+                           "a C string from integer arguments")
+        if out:
+            out.append("")
+        if fn in docs:
+            out += textwrap.wrap(docs[fn], LINE_MAX - 20, initial_indent="  ! ", subsequent_indent="  ! ")
+        out.append(f"  function {fn}(" + ", ".join(p[1] for p in params) + ") result(s)")
+        out += [f"    integer, intent(in) :: {p[1]}" for p in params]
+        out.append("    character(len=:), allocatable :: s")
+        args = ", ".join(f"int({p[1]}, {SCALARS[p[0]]})" for p in params)
+        out.append(f"    s = from_c(c_{fn}({args}))")
+        out.append(f"  end function {fn}")
+    return out
+
+
+def parse_friendly(words, structs, lineno):
+    """`!@friendly S TYPE [logical=..] [string=..] [allocatable=..] [skip=..]`:
+    (S, TYPE, [(field, form)]) with form int, int64, logical, string:N or
+    allocatable."""
+    if len(words) < 2 or words[0] not in structs or structs[words[0]] is None:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@friendly needs a struct of the header and a type name")
+    sname, tname = words[:2]
+    lists = {"logical": set(), "string": set(), "allocatable": set(), "skip": set()}
+    for w in words[2:]:
         key, _, names = w.partition("=")
         if key not in lists:
-            raise GenError(f"{F90_TEMPLATE}:{lineno}: !@copy option {key!r} (int, logical or skip)")
+            raise GenError(f"{F90_TEMPLATE}:{lineno}: !@friendly option {key!r} "
+                           "(logical, string, allocatable or skip)")
         lists[key] |= set(names.split(","))
-    fields = [f[1] for f in structs[sname]]
-    unknown = set().union(*lists.values()) - set(fields)
+    unknown = set().union(*lists.values()) - {f[1] for f in structs[sname]}
     if unknown:
         raise GenError(f"{F90_TEMPLATE}:{lineno}: {sname} has no field {sorted(unknown)}")
-    out = []
+    fields = []
     for ctype, f, dim in structs[sname]:
         if f in lists["skip"]:
             continue
         if dim is not None:
-            raise GenError(f"{F90_TEMPLATE}:{lineno}: {sname}.{f} is an array: copy it by hand and skip it")
-        value = f"{src}%{f}"
-        if f in lists["int"]:
-            value = f"int({value})"
+            if ctype != "char" or not f in lists["string"] | lists["allocatable"]:
+                raise GenError(f"{F90_TEMPLATE}:{lineno}: {sname}.{f} is an array: "
+                               "make it a string= or allocatable= field, or skip it")
+            form = f"string:{dim}" if f in lists["string"] else "allocatable"
         elif f in lists["logical"]:
-            value = f"{value} /= 0"
+            form = "logical"
+        elif SCALARS.get(ctype) in ("c_int32_t", "c_int"):
+            form = "int"
+        elif SCALARS.get(ctype) == "c_int64_t":
+            form = "int64"
+        else:
+            raise GenError(f"{F90_TEMPLATE}:{lineno}: {sname}.{f} ({ctype}) has no friendly form")
+        fields.append((f, form))
+    return sname, tname, fields
+
+
+def gen_friendly(spec, docs):
+    """The friendly derived type of a !@friendly spec."""
+    sname, tname, fields = spec
+    out = [f"  type, public :: {tname}"]
+    for f, form in fields:
+        decl = {"int": f"integer :: {f} = 0", "int64": f"integer(c_int64_t) :: {f} = 0",
+                "logical": f"logical :: {f} = .false.",
+                "allocatable": f"character(len=:), allocatable :: {f}"}.get(form)
+        if decl is None:  # string:N
+            decl = f"character(len={form.split(':')[1]}) :: {f} = ''"
+        doc = docs.get(f"{sname}.{f}")
+        line = f"    {decl}"
+        if doc and len(f"{line:<46}! {doc}") <= LINE_MAX:
+            out.append(f"{line:<46}! {doc}")
+        else:
+            if doc:
+                out += textwrap.wrap(doc, LINE_MAX - 10, initial_indent="    ! ", subsequent_indent="    ! ",
+                                     break_on_hyphens=False)
+            out.append(line)
+    out.append(f"  end type {tname}")
+    return out
+
+
+def gen_copy(words, specs, indent, lineno):
+    """`!@copy S SRC DST`, by the !@friendly spec of S."""
+    if len(words) != 3 or words[0] not in specs:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@copy needs a struct with a !@friendly type, "
+                       "a source and a target")
+    src, dst = words[1:]
+    out = []
+    for f, form in specs[words[0]][2]:
+        value = {"int": f"int({src}%{f})", "int64": f"{src}%{f}", "logical": f"{src}%{f} /= 0"}.get(
+            form, f"from_c(c_loc({src}%{f}))")  # NUL-terminated by the library
         out.append(f"{indent}{dst}%{f} = {value}")
     return out
 
@@ -416,7 +513,7 @@ def gen_fortran(template, header_parts):
                 fn, _, param = w.partition(".")
                 target.add((fn, param))
 
-    out, generics, pending = [], [], None
+    out, generics, pending, specs = [], [], None, {}
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -434,14 +531,26 @@ def gen_fortran(template, header_parts):
                 out.append("")  # before the next template or its comment
             i = end + 1
             continue
+        m = re.match(r"\s*!@friendly\s+(.*)$", line)
+        if m:
+            spec = parse_friendly(m.group(1).split(), structs, i + 1)
+            specs[spec[0]] = spec
+            out += gen_friendly(spec, docs)
+            i += 1
+            continue
         m = re.match(r"(\s*)!@copy\s+(.*)$", line)
         if m:
-            out += gen_copy(m.group(2).split(), structs, m.group(1), i + 1)
+            out += gen_copy(m.group(2).split(), specs, m.group(1), i + 1)
             i += 1
             continue
         m = re.match(r"\s*!@thin\s+(.*)$", line)
         if m:
             out += gen_thin(m.group(1).split(), functions, docs)
+            i += 1
+            continue
+        m = re.match(r"\s*!@string\s+(.*)$", line)
+        if m:
+            out += gen_string(m.group(1).split(), functions, docs)
             i += 1
             continue
         m = re.match(r"\s*!@insert\s+(\S+)\s*$", line)

@@ -74,6 +74,21 @@ class Expansion(unittest.TestCase):
         self.assertIn("  ! Does the thing.\n  subroutine dds_thing(store, name, status)", out)
         self.assertNotIn("!@", out)
 
+    def test_friendly_copy_and_string(self):
+        header = HEADER.replace("  int64_t a;", "  // The a. More.\n  int64_t a;\n  int32_t on;").replace(
+            "#ifdef __cplusplus\n}", "// Name of code, e.g. `\"X\"`. Details.\nconst char *dds_name(int32_t code);\n"
+            "#ifdef __cplusplus\n}")
+        template = TEMPLATE.replace("contains", "!@friendly dds_pair pair_t logical=on string=tag skip=struct_size\n"
+                                    "contains\n!@copy dds_pair raw x\n!@string dds_name")
+        out = gen.gen_fortran(template, gen.parse_header(header))
+        self.assertIn("integer(c_int64_t) :: a = 0", out)
+        self.assertIn("! The a.\n", out)
+        self.assertIn("logical :: on = .false.", out)
+        self.assertIn("character(len=8) :: tag = ''", out)
+        self.assertIn("x%a = raw%a\nx%on = raw%on /= 0\nx%tag = from_c(c_loc(raw%tag))", out)
+        self.assertIn("! Name of code, e.g. `\"X\"`.\n  function dds_name(code) result(s)", out)
+        self.assertIn("s = from_c(c_dds_name(int(code, c_int32_t)))", out)
+
     def test_raw_interfaces(self):
         choices = gen.Choices()
         lines = "\n".join(gen.gen_raw_interfaces(self.parts[3], self.parts[2], choices))
@@ -106,11 +121,17 @@ class Refusals(unittest.TestCase):
         self.refused(HEADER, TEMPLATE.replace("!@thin dds_thing", "!@thin dds_pair_get"),
                      ["dds_pair_get", "write its wrapper"])
 
-    def test_copy_of_an_unknown_field(self):
-        self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x skip=nope", ["dds_pair", "nope"])
+    def test_friendly_of_an_unknown_field(self):
+        self.refused(HEADER, TEMPLATE + "\n!@friendly dds_pair pair_t skip=nope", ["dds_pair", "nope"])
 
-    def test_copy_of_an_array(self):
-        self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x", ["dds_pair.tag", "array"])
+    def test_friendly_of_an_array(self):
+        self.refused(HEADER, TEMPLATE + "\n!@friendly dds_pair pair_t", ["dds_pair.tag", "array"])
+
+    def test_copy_without_friendly(self):
+        self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x", ["!@friendly"])
+
+    def test_string_of_a_status_function(self):
+        self.refused(HEADER, TEMPLATE + "\n!@string dds_thing", ["dds_thing", "C string"])
 
     def test_unterminated_template(self):
         self.refused(HEADER, TEMPLATE.replace("!@end-template", ""), ["without !@end-template"])
