@@ -69,16 +69,7 @@ def cname(name):
         if not isinstance(name, str):
             raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}")
         name = str(name)
-    try:
-        encoded = name.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgumentError(
-            f"name {name!r} cannot be encoded as UTF-8 ({exc.reason} at position {exc.start})") from None
-    if b"\0" in encoded:
-        raise InvalidArgumentError(
-            f"name {name!r} contains a NUL character (at position {name.index(chr(0))}), "
-            "which a C string cannot hold")
-    return encoded
+    return cstring(name, "name")
 
 
 def cstring(value, what):
@@ -89,7 +80,9 @@ def cstring(value, what):
         raise InvalidArgumentError(
             f"{what} {value!r} cannot be encoded as UTF-8 ({exc.reason} at position {exc.start})") from None
     if b"\0" in encoded:
-        raise InvalidArgumentError(f"{what} {value!r} contains a NUL character, which a C string cannot hold")
+        raise InvalidArgumentError(
+            f"{what} {value!r} contains a NUL character (at position {value.index(chr(0))}), "
+            "which a C string cannot hold")
     return encoded
 
 
