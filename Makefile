@@ -87,7 +87,7 @@ lint:
 # The quick tier (CONTRIBUTING.md): lint, the Rust unit tests, the C tests
 # labelled `quick` (core programs on 1-2 ranks) and the core Python files on
 # 2 ranks. `make test` stays the complete suite.
-QUICK_PYTEST := test_single.py test_multirank.py test_get_batch.py test_errors.py test_requests.py test_settings.py
+QUICK_PYTEST := test_single.py test_get_fast.py test_multirank.py test_get_batch.py test_errors.py test_requests.py test_settings.py
 .PHONY: check
 check: deps lint install-test-prefix $(VENV)/.cffi
 	@echo "=== make check (started $$(date -u +%H:%M:%S))"

@@ -11,6 +11,10 @@ existing build to reuse it) and the library's build script MPICC (the MPI
 to build against, e.g. MPICC=mpicc.openmpi). A plain cargo call rather than
 setuptools-rust: the library is a C-ABI cdylib with its own soname, not a
 Python extension module, and this needs no build dependency beyond cargo.
+
+One small extension module is built beside it, optionally:
+pyddstore/_fastcall.c, PyDDStore.get's compiled path. Where no C compiler
+works, pip says so and the package takes the cffi path for every call.
 """
 
 import importlib.util
@@ -18,7 +22,7 @@ import os
 import shutil
 import subprocess
 
-from setuptools import Distribution, setup
+from setuptools import Distribution, Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,7 +72,8 @@ class BuildPy(build_py):
 class PlatformDistribution(Distribution):
     # A wheel carrying a shared library is not pure Python: tag it for this platform.
     def has_ext_modules(self):
-        return BUNDLING
+        return BUNDLING or super().has_ext_modules()
 
 
-setup(cmdclass={"build_py": BuildPy}, distclass=PlatformDistribution)
+setup(cmdclass={"build_py": BuildPy}, distclass=PlatformDistribution,
+      ext_modules=[Extension("pyddstore._fastcall", ["pyddstore/_fastcall.c"], optional=True)])

@@ -397,7 +397,16 @@ def single_get(comm, out, opt):
             for s in starts:
                 c_get(h, cname, ptr, rb, s, 1)
 
+        def py_cffi_loop():  # get without its compiled path (pyddstore/_fastcall.c)
+            fast, store._fast = store._fast, None
+            try:
+                py_loop()
+            finally:
+                store._fast = fast
+
         paths = [("PyDDStore.get", py_loop), ("cffi dds_get", raw_loop)]
+        if store._fast is not None:
+            paths.append(("PyDDStore.get, cffi path", py_cffi_loop))
         if built is not None:
             cffi_c, cl = built
             args = (int(ffi.cast("uintptr_t", ffi.addressof(store._lib, "dds_get"))),
@@ -423,6 +432,8 @@ def single_get(comm, out, opt):
         get(var, dst, starts[-1])
         ok = comm.allreduce(bool(np.array_equal(dst[0], starts[-1] * elems + np.arange(elems))), op=MPI.LAND)
         report_single(comm, out, f"get, {rb} B", rb, figures, [("PyDDStore.get", "cffi dds_get"),
+                                                              ("PyDDStore.get, cffi path", "cffi dds_get"),
+                                                              ("PyDDStore.get", "C dds_get"),
                                                               ("cffi dds_get", "C dds_get")], ok)
     comm.Barrier()
     store.free()

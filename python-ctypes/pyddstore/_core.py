@@ -25,8 +25,10 @@ from ._errors import (
 _Var = namedtuple("_Var", "cname total_rows disp itemsize dtypes")
 
 _perf = time.perf_counter
-# The largest destination get() remembers between calls (see PyDDStore.get).
-_MEMO_BYTES = 1 << 16
+try:  # the compiled get (pyddstore/_fastcall.c), built where a C compiler was found
+    from ._fastcall import get as _fast_get
+except ImportError:
+    _fast_get = None
 _ndarray = np.ndarray
 _INT64 = np.dtype(np.int64)
 _ffi = _lib.ffi
@@ -101,10 +103,10 @@ class PyDDStore:
     def __init__(self, comm_or_none=None, method=0, handshake_dir="", n_core=0,
                  nic_map=None, *, ddstore_width=0, batch_mode=None):
         self._h = None  # first, so __del__ works whatever fails below
+        # get()'s compiled path: (dds_get's address, the handle's) while the
+        # store lives, unprofiled and the module built; else None.
+        self._fast = None
         self._vars = {}
-        # get()'s memo of its latest plain call (see get): None until then;
-        # _seen_get: the latest small destination, a candidate for the memo.
-        self._last_get = self._seen_get = None
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
         self._ragged = {}  # ragged variable name -> (dtype, row shape) given to add_ragged
         method = _as_int(method, "method", I32)
@@ -178,6 +180,8 @@ class PyDDStore:
         self._settings = read_settings(lib, self._h)
         self._onesided = self._settings["batch_mode"] == "onesided"
         self._prof = self._settings["profiling"]
+        if _fast_get is not None and not self._prof:
+            self._fast = (int(_ffi.cast("uintptr_t", lib.dds_get)), int(_ffi.cast("uintptr_t", self._h)))
         # A store with GPU support off takes every pointer as host memory, so
         # device buffers must be stopped here.
         self._gpu_off = self._settings["gpu"] == "off"
@@ -368,24 +372,19 @@ class PyDDStore:
 
     def get(self, name, arr, start=0):
         """Reads arr.shape[0] consecutive rows from global row `start` into `arr`."""
-        # The memo: a loop reading into the same array (the common case) skips
-        # from_buffer and the variable lookup, which cost more than the read of
-        # a small row. The array's address cannot move while the memo holds it
-        # (numpy refuses resize() of a referenced array), but its flags, shape
-        # and dtype can change, so those are checked on every call.
-        last = self._last_get
-        if last is not None and last[0] is arr:
-            _, last_name, shape, dtype, c_get, h, cname, ptr, nbytes, rows = last
-            if (last_name is name and type(start) is int and (flags := arr.flags).writeable
-                    and flags.c_contiguous and arr.shape == shape and arr.dtype is dtype):
-                try:
-                    rc = c_get(h, cname, ptr, nbytes, start, rows)
-                except OverflowError:  # cffi refuses an int outside int64_t before calling
-                    _row(start, "start")
-                    raise
-                if rc:
-                    self._check(rc)
-                return
+        # The compiled path: a numpy array of an accepted dtype of a variable
+        # read before, in one C call (see _fastcall.c); it answers None for
+        # anything but a writable C-contiguous array and an int64 start, and
+        # the full path below then raises the precise error.
+        fast = self._fast
+        if fast is not None and type(arr) is _ndarray and type(name) is str and type(start) is int:
+            var = self._vars.get(name)
+            if var is not None and arr.dtype in var.dtypes:
+                rc = _fast_get(fast[0], fast[1], var.cname, arr, start)
+                if rc is not None:
+                    if rc:
+                        self._check(rc)
+                    return
         prof = self._prof
         if prof:
             t0 = _perf()
@@ -411,10 +410,8 @@ class PyDDStore:
             ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
             if itemsize != var.itemsize:
                 self._itemsize_check(var, name, itemsize)
-            memo = False
         else:
             nbytes, gpu = len(ptr), False
-            memo = nbytes <= _MEMO_BYTES and type(name) is str
         if type(start) is not int:
             start = _row(start, "start")
         try:
@@ -432,17 +429,6 @@ class PyDDStore:
         if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
-        elif memo:
-            # After a successful read only: the arguments are known good. Made
-            # on an array's second read in a row, so that a fresh array per
-            # call (which never hits) pays one attribute store, not the memo.
-            # Both keep `arr` referenced until replaced or free(), hence the
-            # size bound (large reads gain nothing from the memo). Profiled
-            # stores never take the memo (it skips the timing).
-            if self._seen_get is arr:
-                self._last_get = (arr, name, arr.shape, arr.dtype, self._c_get, h, var.cname, ptr, nbytes, rows)
-            else:
-                self._seen_get = arr
 
     def get_batch(self, name, arr, indices):
         """Row i of `arr` receives global row indices[i]. Collective for method 0 in the collective batch mode."""
@@ -640,9 +626,9 @@ class PyDDStore:
         h, self._h = self._h, None
         if h is None:
             return
+        self._fast = None
         self._recv.clear()
         self._vars.clear()
-        self._last_get = self._seen_get = None
         self._check(self._lib.dds_destroy(h))
 
     def __del__(self):

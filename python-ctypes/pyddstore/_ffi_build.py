@@ -9,12 +9,20 @@ file holding cffi's parsed types; nothing is compiled, now or at import, and
 calls go through libffi. setup.py runs this at build time (build_py);
 run-tests.sh runs it for the source tree. OUT_DIR defaults to python-ctypes/,
 so the module lands in python-ctypes/pyddstore/ (git ignores it).
+
+For the source tree it also compiles pyddstore/_fastcall.c (PyDDStore.get's
+compiled path) next to it with the C compiler Python was built with; where
+that fails, it says so and pyddstore runs without it. setup.py builds the
+same file as an optional setuptools extension.
 """
 
 import argparse
 import importlib.util
 import os
+import shlex
+import subprocess
 import sys
+import sysconfig
 
 MODULE = "pyddstore._ddstore_ffi"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,12 +58,36 @@ def write(out_dir, header_path=None):
     return path
 
 
+def build_fastcall(out_dir):
+    """Compiles pyddstore/_fastcall.c into OUT_DIR/pyddstore/; its path, or
+    None (with the compiler's complaint on stderr) where that fails."""
+    src = os.path.join(HERE, "_fastcall.c")
+    out = os.path.join(out_dir, "pyddstore", "_fastcall" + sysconfig.get_config_var("EXT_SUFFIX"))
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    tmp = out + ".tmp"
+    cmd = cc + ["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I", sysconfig.get_paths()["include"], src,
+                "-o", tmp]
+    try:
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as exc:
+        done = subprocess.CompletedProcess(cmd, 1, str(exc))
+    if done.returncode != 0:
+        print(f"pyddstore: could not compile {src} (get() takes the cffi path): {' '.join(cmd)}\n{done.stdout}",
+              file=sys.stderr)
+        return None
+    os.replace(tmp, out)  # never a half-written module for a concurrent import
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir", nargs="?", default=os.path.dirname(HERE))
     ap.add_argument("--header", default=os.environ.get("DDSTORE_HEADER") or None)
     args = ap.parse_args(argv)
     print(write(args.out_dir, args.header))
+    fast = build_fastcall(args.out_dir)
+    if fast:
+        print(fast)
 
 
 if __name__ == "__main__":
