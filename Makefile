@@ -254,6 +254,8 @@ BENCH_ARGS ?=
 PY_BENCH_ARGS ?=
 # Options of the snapshot figure (python-ctypes/bench/snapshot.py), e.g. SNAP_BENCH_ARGS="--mib-per-rank 256".
 SNAP_BENCH_ARGS ?=
+# Options of the training-loop table (python-ctypes/bench/train_loop.py), e.g. TRAIN_BENCH_ARGS="--cases 3KiB --repeats 5".
+TRAIN_BENCH_ARGS ?=
 bench: deps install-test-prefix $(VENV)/.cffi
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target bench
@@ -278,6 +280,9 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/snapshot.py \
 	    --dir $(BUILD)/bench/snap --out $(BUILD)/bench/python.jsonl --append $(SNAP_BENCH_ARGS)
+	# Epochs of a training loop against the in-memory limit (a few minutes).
+	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/train_loop.py \
+	    --out $(BUILD)/bench/python.jsonl --append $(TRAIN_BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
 	    --md docs/dev/results.md --png docs/dev/results.png
 
