@@ -714,11 +714,12 @@ def train_section(py):
          "batches ahead) over method M (0 in the collective or one-sided batch mode, 1 on libfabric "
          f"{meta.get('fabric', 'shm')}); `memmap`, a plain DataLoader with 2 worker processes over np.memmap files. "
          "Epoch: time per epoch of the slowest rank; samples/s: all ranks; wait: time blocked in the loader's "
-         "next() per step (largest rank mean); memory per rank: VmRSS delta around building the dataset (largest "
-         "rank; a store's shared-memory shard included; memmap: the files' bytes / P, page cache shared by the "
-         "ranks); build: from the same per-sample source, barrier to barrier. Ratios (x) are to `memory` in the "
-         "same cell. Every batch was checked against the source (4 columns of every sample and a whole sample per "
-         "batch).", ""]
+         "next() per step (largest rank mean); memory per rank: VmRSS delta around building the dataset (each side "
+         "after gc and malloc_trim; largest rank; a store's shared-memory shard included; memmap: the files' "
+         "bytes / P, page cache shared by the ranks); build: from the same per-sample source, barrier to barrier "
+         "(in brackets: the time to make an empty store of that kind, timed just before). "
+         "Ratios (x) are to `memory` in the same cell. Every batch was checked against the source (4 columns of "
+         "every sample and a whole sample per batch).", ""]
     L += ["| goal | where | figure | met |", "|---|---|---|---|"]
     for g, where, fig, ok in train_goals(py):
         L.append(f"| {g} | {where} | {fig} | {'yes' if ok else '**no**'} |")
@@ -728,20 +729,23 @@ def train_section(py):
         r = m["ratio"]
         wx = f"{r['wait']:.2f}" if r.get("wait") is not None else "–"
         mx = f"{r['mem']:.2f}" if r.get("mem") is not None else "–"
+        create = f" (empty store {m['store_create_s']:.3f} s)" if m.get("store_create_s") is not None else ""
         L.append(f"| {m['case']} | {m['step']} ({m['step_ms']:.3f} ms) | {m['loader']} | {m['epoch_s']:.3f} s | "
                  f"{r['epoch']:.2f} | {m['samples_per_s']:.0f} | {r['samples_per_s']:.2f} | {m['wait_ms']:.3f} ms | "
-                 f"{wx} | {m['mem_bytes'] / 2**20:.1f} MiB | {mx} | {m['build_s']:.3f} s | {r['build']:.2f} | "
+                 f"{wx} | {m['mem_bytes'] / 2**20:.1f} MiB | {mx} | {m['build_s']:.3f} s{create} | {r['build']:.2f} | "
                  f"{'yes' if m['verified'] else '**NO**'} |")
     if py["trainparts"]:
         L += ["", "Where one batch's time goes without overlap (medians of blocking calls, slowest rank): pyddstore's "
               "read of every field (`read_rows`; ragged: each field's batched read), the read with the samples made "
               "(`__getitems__`), the default collate of those samples; the in-memory dataset's list of samples and "
-              "its collate.", "",
-              "| case | loader | read | read + samples | collate | memory: samples | memory: collate |",
-              "|---|---|---:|---:|---:|---:|---:|"]
+              "its collate; and the same blocking read through each store.", "",
+              "| case | loader | read | read + samples | collate | memory: samples | memory: collate | "
+              "read through each store |", "|---|---|---:|---:|---:|---:|---:|---|"]
         for p in py["trainparts"]:
+            each = ", ".join(f"{k} {v:.3f} ms" for k, v in p.get("store_read_ms", {}).items()) or "–"
             L.append(f"| {p['case']} | {p['loader']} | {p['read_ms']:.3f} ms | {p['getitems_ms']:.3f} ms | "
-                     f"{p['collate_ms']:.3f} ms | {p['memory_samples_ms']:.3f} ms | {p['memory_collate_ms']:.3f} ms |")
+                     f"{p['collate_ms']:.3f} ms | {p['memory_samples_ms']:.3f} ms | {p['memory_collate_ms']:.3f} ms | "
+                     f"{each} |")
     return L + [""]
 
 

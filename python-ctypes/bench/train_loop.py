@@ -36,15 +36,17 @@ corrupted copy of a batch.
 Per cell (medians over the repeats; times of the slowest rank): time per
 epoch, samples per second (all ranks), data wait per step (time blocked in
 next() of the loader, largest rank mean), and per loader: memory per rank
-(VmRSS delta around building the dataset, largest over ranks; it includes the
+(VmRSS delta around building the dataset, each side taken after gc and
+malloc_trim, largest over ranks; it includes the
 store's shared-memory shard; memmap: the file's bytes / P, as its pages are
 the page cache's, shared by the ranks) and the time to build the dataset from
-the same per-sample source (barrier to barrier); each also as a ratio to
+the same per-sample source (barrier to barrier; for a store, beside the time
+to make an empty store of its kind, timed first); each also as a ratio to
 `memory`. T "read" is the median blocking read of one batch (m0 onesided
 get_batch of every field), measured per case before the epochs. Then where a
 batch's time goes without overlap: the read alone, the read with the samples
 made (`__getitems__`), the default collate, and the in-memory loader's
-sample list and collate.
+sample list and collate; and the blocking read of one batch through each store.
 
 Records (rank 0): `pytrainmeta`, `pytrain` (one per case, T and loader),
 `pytrainparts` (one per case), `pyskip`; scripts/bench-report.py turns them
@@ -160,8 +162,9 @@ def check_graphs(batch, idx, rng):
     k = int(rng.integers(len(idx)))
     g = graph(int(idx[k]))
     eo = int(np.sum(sizes[:k, 1]))
+    edges = batch["edge_index"].numpy()[:, eo:eo + sizes[k, 1]] - starts[k]
     if not (np.array_equal(x[starts[k]:starts[k] + sizes[k, 0]], g["x"].numpy())
-            and np.array_equal(batch["edge_index"].numpy()[:, eo:eo + sizes[k, 1]] - starts[k], g["edge_index"].numpy())):
+            and np.array_equal(edges, g["edge_index"].numpy())):
         raise WrongSample(f"graph {int(idx[k])} (position {k}) differs from the source in full")
 
 
@@ -331,8 +334,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="JSON lines file for the records (rank 0 writes)")
     ap.add_argument("--append", action="store_true", help="add to --out instead of replacing it")
-    ap.add_argument("--quick", action="store_true", help="tiny datasets, T=0, one repeat (a functional test)")
-    ap.add_argument("--cases", default=",".join(CASES), help="among " + ",".join(CASES))
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny datasets, T=0, one repeat, every loader (a functional test)")
+    ap.add_argument("--cases", help="among " + ",".join(CASES) + " (default: all; --quick: 3KiB,ragged, as the "
+                    "other row sizes take the same path)")
     ap.add_argument("--steps-ms", default="0,read,4",
                     help="step times T in ms; 'read' is the measured blocking read of one batch")
     ap.add_argument("--repeats", type=int, default=3, help="timed epochs per cell and loader (median)")
@@ -349,6 +354,8 @@ def main():
     torch.set_num_threads(1)
     if a.quick:
         a.steps_ms, a.repeats = "0", 1
+    if a.cases is None:
+        a.cases = "3KiB,ragged" if a.quick else ",".join(CASES)
     cases = [c for c in a.cases.split(",") if c]
     for c in cases:
         if c not in CASES:
@@ -385,19 +392,33 @@ def main():
         print(f"train_loop.py: every batch of every loader verified; {time.time() - t_start:.1f} s")
 
 
+def settled_rss():
+    """VmRSS once garbage is collected, the heap trimmed and the figure still
+    (threads of the previous case's loaders exit in the background): what
+    the process holds, not what its allocator keeps for later."""
+    prev = None
+    for _ in range(20):
+        gc.collect()
+        if _libc is not None:
+            _libc.malloc_trim(0)
+        r = rss()
+        if prev is not None and abs(r - prev) < (1 << 20):
+            break
+        prev = r
+        time.sleep(0.05)
+    return r
+
+
 def timed_build(comm, fn):
-    """(result, seconds of the slowest rank, largest VmRSS delta of any rank)."""
-    # Garbage of the previous case, freed (and trimmed) during the build,
-    # would make the delta negative.
-    gc.collect()
-    if _libc is not None:
-        _libc.malloc_trim(0)
+    """(result, seconds of the slowest rank, largest VmRSS delta of any rank).
+    The time is the build's; the memory is what it left held (settled_rss)."""
+    r0 = settled_rss()
     comm.Barrier()
-    r0, t = rss(), _perf()
+    t = _perf()
     res = fn()
     comm.Barrier()
     t = _perf() - t
-    return res, comm.allreduce(t, op=MPI.MAX), comm.allreduce(rss() - r0, op=MPI.MAX)
+    return res, comm.allreduce(t, op=MPI.MAX), comm.allreduce(settled_rss() - r0, op=MPI.MAX)
 
 
 def run_case(a, comm, case, steps, wanted, tmp, out):
@@ -418,8 +439,10 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
     specs.append(("memmap", "memmap", None, None, None))
     if wanted is not None:
         specs = [s for s in specs if s[0] in wanted or s[0] == "memory"]
+    rss_start = settled_rss()
     loaders, skips = [], []
     stores = {}  # (method, batch mode) -> (dataset, build_s, mem): pf0 and pfK share one
+    create_s = {}  # (method, batch mode) -> seconds to make an empty store of that kind
     d = os.path.join(tmp, case.replace(".", "_"))
     if rank == 0:
         os.makedirs(d)
@@ -446,6 +469,14 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                     return DistDataset(RowSource(n, width), vname, comm=comm, method=m,
                                        batch_mode=bm if m == 0 else None, prefetch=a.prefetch)
                 try:
+                    # Where a store's build time goes: an empty store of the
+                    # same kind, made and freed first (its fixed cost).
+                    comm.Barrier()
+                    t = _perf()
+                    empty = pyddstore.PyDDStore(comm, method=m, **({"batch_mode": bm} if m == 0 else {}))
+                    comm.Barrier()
+                    create_s[key] = comm.allreduce(_perf() - t, op=MPI.MAX)
+                    empty.free()
                     stores[key] = timed_build(comm, make)
                 except pyddstore.UnsupportedError as exc:
                     stores[key] = exc
@@ -454,7 +485,7 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                 skips.append((name, f"{type(got).__name__}: {got}"))
                 continue
             L.dataset, L.build_s, L.mem = got
-            L.pf = pf
+            L.pf, L.create_s = pf, create_s[key]
         L.sampler = DistributedSampler(L.dataset, num_replicas=size, rank=rank, shuffle=True, seed=7)
         if kind == "memory":
             L.loader = DataLoader(L.dataset, batch_size=a.batch, sampler=L.sampler, num_workers=0,
@@ -558,6 +589,24 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
         parts = {k: (round(float(comm.allreduce(float(v), op=MPI.MAX)), 4) if not isinstance(v, str) else v)
                  for k, v in parts.items()}
         read_s = parts["read_ms"] / 1e3
+        # The same blocking read through every store (the collective mode's
+        # read waits for the other rank's).
+        parts["store_read_ms"] = {}
+        for L in loaders:
+            if L.kind != "store" or not L.name.endswith(" pf0"):
+                continue
+            ts = []
+            for _ in range(3 if a.quick else 21):
+                idx = rng.integers(0, n, a.batch)
+                t = _perf()
+                if ragged:
+                    for key in L.dataset.schema:
+                        L.dataset._field(key, idx)
+                else:
+                    L.dataset.read_rows(idx)
+                ts.append(_perf() - t)
+            parts["store_read_ms"][L.name[:-4]] = round(float(comm.allreduce(float(np.median(ts)), op=MPI.MAX)) * 1e3,
+                                                        4)
     step_list = []
     for s in steps:
         if s == "read":
@@ -582,11 +631,13 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
     if rank == 0:
         mem0 = loaders[0]
         print(f"{case}: N={n}, {size} ranks, batch {a.batch}/rank, T in ms: "
-              + ", ".join(f"{t} = {s * 1e3:.3f}" for t, s in step_list))
+              + ", ".join(f"{t} = {s * 1e3:.3f}" for t, s in step_list)
+              + f"; VmRSS of rank 0 before the case {rss_start / 2**20:.0f} MiB")
         if parts:
             print(f"  one batch without overlap ({parts['loader']}): read {parts['read_ms']:.3f} ms, read + samples "
                   f"{parts['getitems_ms']:.3f} ms, collate {parts['collate_ms']:.3f} ms; memory: samples "
-                  f"{parts['memory_samples_ms']:.3f} ms, collate {parts['memory_collate_ms']:.3f} ms")
+                  f"{parts['memory_samples_ms']:.3f} ms, collate {parts['memory_collate_ms']:.3f} ms; read by store: "
+                  + ", ".join(f"{k} {v:.3f} ms" for k, v in parts["store_read_ms"].items()))
         print(f"  {'T':>8s} {'loader':22s} {'epoch s':>8s} {'x mem':>6s} {'samples/s':>10s} {'wait ms':>8s} "
               f"{'mem MiB':>8s} {'x mem':>6s} {'build s':>8s} {'x mem':>6s}")
         for tname, step_s in step_list:
@@ -605,7 +656,7 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                        "epoch_s_all": [round(r[0], 5) for r in rs], "samples_per_s": round(sps, 1),
                        "wait_ms": round(w * 1e3, 4), "mem_bytes": int(L.mem),
                        "mem_how": "file bytes / P (page cache)" if L.kind == "memmap" else "VmRSS delta",
-                       "build_s": round(L.build_s, 4),
+                       "build_s": round(L.build_s, 4), "store_create_s": getattr(L, "create_s", None),
                        "ratio": {"epoch": round(t / base[0], 4), "samples_per_s": round(sps / base[2], 4),
                                  "wait": round(w / base[1], 4) if base[1] > 0 else None,
                                  "mem": round(L.mem / mem0.mem, 4) if mem0.mem > 0 else None,
@@ -626,7 +677,9 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
     for L in loaders:
         if isinstance(L.loader, ThreadDataLoader):
             L.loader.close()
-        L.loader = None
+        elif getattr(L.loader, "_iterator", None) is not None:  # persistent workers
+            L.loader._iterator._shutdown_workers()
+        L.loader = L.dataset = L.sampler = None
     for got in stores.values():
         if isinstance(got, Exception):
             continue
@@ -636,6 +689,8 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
         else:
             ds.ddstore.free()
             ds.ddstore_comm.Free()
+    stores.clear()
+    loaders.clear()
     comm.Barrier()
 
 
