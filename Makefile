@@ -246,7 +246,8 @@ demo: deps install-test-prefix
 # The benchmark (2 ranks; about 14 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
 # RSS cannot be reset), the same reads through pyddstore (about 2 minutes),
-# then docs/dev/results.md and docs/dev/results.png. See
+# epochs of a training loop against the in-memory limit (train_loop.py, a few
+# minutes), then docs/dev/results.md and docs/dev/results.png. See
 # docs/dev/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
 # options to the program (e.g. BENCH_ARGS="--sizes 3072,12800").
 BENCH_ARGS ?=
@@ -280,7 +281,6 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/snapshot.py \
 	    --dir $(BUILD)/bench/snap --out $(BUILD)/bench/python.jsonl --append $(SNAP_BENCH_ARGS)
-	# Epochs of a training loop against the in-memory limit (a few minutes).
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/train_loop.py \
 	    --out $(BUILD)/bench/python.jsonl --append $(TRAIN_BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \

@@ -688,7 +688,7 @@ def train_goals(py):
         limit = 1 / m["ranks"] + TRAIN_MEM_SLACK
         if m["ratio"]["mem"] is not None:
             rows.append((f"memory per rank ≤ 1/P of the in-memory limit's + {TRAIN_MEM_SLACK:.0%}", where,
-                         f"{m['ratio']['mem']:.2f}x (goal {limit:.2f}x)", m["ratio"]["mem"] <= limit))
+                         f"{m['ratio']['mem']:.3f}x (goal {limit:.3f}x)", m["ratio"]["mem"] <= limit))
         rows.append((f"building ≤ {TRAIN_BUILD_GOAL}x building the in-memory dataset", where,
                      f"{m['ratio']['build']:.2f}x ({m['build_s']:.3f} s)", m["ratio"]["build"] <= TRAIN_BUILD_GOAL))
     return rows

@@ -475,7 +475,7 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                     t = _perf()
                     empty = pyddstore.PyDDStore(comm, method=m, **({"batch_mode": bm} if m == 0 else {}))
                     comm.Barrier()
-                    create_s[key] = comm.allreduce(_perf() - t, op=MPI.MAX)
+                    create_s[key] = round(comm.allreduce(_perf() - t, op=MPI.MAX), 4)
                     empty.free()
                     stores[key] = timed_build(comm, make)
                 except pyddstore.UnsupportedError as exc:
