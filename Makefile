@@ -246,7 +246,8 @@ demo: deps install-test-prefix
 # The benchmark (2 ranks; about 14 minutes on an idle 2-core machine): the
 # store against its transports' floors, the memory check (separate runs: a peak
 # RSS cannot be reset), the same reads through pyddstore (about 2 minutes),
-# then docs/dev/results.md and docs/dev/results.png. See
+# epochs of a training loop against the in-memory limit (train_loop.py, a few
+# minutes), then docs/dev/results.md and docs/dev/results.png. See
 # docs/dev/performance.md. Run it on an otherwise idle machine; BENCH_ARGS passes
 # options to the program (e.g. BENCH_ARGS="--sizes 3072,12800").
 BENCH_ARGS ?=
@@ -254,6 +255,8 @@ BENCH_ARGS ?=
 PY_BENCH_ARGS ?=
 # Options of the snapshot figure (python-ctypes/bench/snapshot.py), e.g. SNAP_BENCH_ARGS="--mib-per-rank 256".
 SNAP_BENCH_ARGS ?=
+# Options of the training-loop table (python-ctypes/bench/train_loop.py), e.g. TRAIN_BENCH_ARGS="--cases 3KiB --repeats 5".
+TRAIN_BENCH_ARGS ?=
 bench: deps install-test-prefix $(VENV)/.cffi
 	cmake -S capi-tests -B $(BUILD)/capi-tests -DCMAKE_PREFIX_PATH=$(TEST_PREFIX) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)/capi-tests -j 2 --target bench
@@ -278,6 +281,8 @@ bench: deps install-test-prefix $(VENV)/.cffi
 	    python-ctypes/bench/bench.py --out $(BUILD)/bench/python.jsonl --overlap-only --append
 	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/snapshot.py \
 	    --dir $(BUILD)/bench/snap --out $(BUILD)/bench/python.jsonl --append $(SNAP_BENCH_ARGS)
+	DDSTORE_LIBRARY=$(TEST_PREFIX)/lib/libddstore.so mpiexec -n 2 $(VENV)/bin/python python-ctypes/bench/train_loop.py \
+	    --out $(BUILD)/bench/python.jsonl --append $(TRAIN_BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench-report.py $(BUILD)/bench/results.jsonl --python $(BUILD)/bench/python.jsonl \
 	    --md docs/dev/results.md --png docs/dev/results.png
 

@@ -92,6 +92,9 @@ for m in $methods; do
     run "overlap.py, method $m, 2 ranks" env DDSTORE_METHOD="$m" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/overlap.py
 done
 
+# [trainbench] The training-loop benchmark, tiny (every loader; it aborts on a wrong sample).
+run "bench/train_loop.py --quick, 2 ranks" "$MPIEXEC" -n 2 "$PYTHON" bench/train_loop.py --quick
+
 # [docs] The ragged-variable examples (docs/ragged.md).
 run "ragged_quickstart.py, 2 ranks" "$MPIEXEC" -n 2 "$PYTHON" tests/scripts/ragged_quickstart.py
 

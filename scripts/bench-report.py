@@ -6,7 +6,10 @@
 Input: the records written by capi-tests/bench (`meta`, `skip`, `measure`,
 `end`, `memory`), and with --python those of python-ctypes/bench/bench.py
 (`pymeta`, `pyskip`, `pymeasure`, `pypercall`, `pysingle`, `pyend`) from the same
-`make bench` run, shown beside the C figures (section "Python"). The Markdown page has a header (machine, load, date,
+`make bench` run, shown beside the C figures (section "Python"), and those of
+python-ctypes/bench/train_loop.py (`pytrainmeta`, `pytrain`, `pytrainparts`,
+`pytrainend`: section "Training loop: epochs against the in-memory limit";
+`--train-only --python FILE` replaces only that section of --md). The Markdown page has a header (machine, load, date,
 commit), the targets with met/missed (single reader thread), one table per
 row size (store next to its floors, with ratios), the reader-thread scaling
 of method 1, the batch sweep and the memory check. The section
@@ -427,6 +430,10 @@ def py_load(path):
         "single": [r for r in recs if r.get("type") == "pysingle"],
         "overlap": [r for r in recs if r.get("type") == "pyoverlap"],
         "snapshot": [r for r in recs if r.get("type") == "pysnapshot"],
+        "train": [r for r in recs if r.get("type") == "pytrain"],
+        "trainparts": [r for r in recs if r.get("type") == "pytrainparts"],
+        "trainmeta": next((r for r in recs if r.get("type") == "pytrainmeta"), {}),
+        "trainend": next((r for r in recs if r.get("type") == "pytrainend"), {}),
     }
 
 
@@ -644,6 +651,120 @@ def analysis(perf_md):
     return [text.split(a, 1)[1].split(b, 1)[0].strip()]
 
 
+# Issue 40's goals for the training loop (python-ctypes/bench/train_loop.py).
+TRAIN_EPOCH_GOAL = 1.05  # prefetching pyddstore's epoch / the in-memory limit's, at T >= the read time
+TRAIN_EPOCH_GOAL_T0 = 1.25  # the same at T = 0 with 3 KiB rows
+TRAIN_MEM_SLACK = 0.05  # memory per rank <= 1/P of the in-memory limit's + this
+TRAIN_BUILD_GOAL = 1.2  # building the store / building the in-memory dataset
+TRAIN_HEADER = "## Training loop: epochs against the in-memory limit"
+
+
+def train_goals(py):
+    """Rows of (goal, where, figure, met) for the prefetching pyddstore loaders."""
+    rows = []
+    reads = {}
+    for m in py["train"]:
+        if m["step"] == "read":
+            reads[m["case"]] = m["step_ms"]
+    for m in py["train"]:
+        name = m["loader"]
+        if not name.startswith(("m0 ", "m1 ")) or (name.endswith(" pf0") and m["case"] != "ragged"):
+            continue
+        r, where = m["ratio"], f"{m['case']}, T {m['step']} ({m['step_ms']:.3f} ms), {name}"
+        t_read = reads.get(m["case"])
+        if m["step_ms"] == 0 and m["case"] == "3KiB":
+            rows.append((f"epoch ≤ {TRAIN_EPOCH_GOAL_T0}x the in-memory limit at T = 0", where,
+                         f"{r['epoch']:.2f}x", r["epoch"] <= TRAIN_EPOCH_GOAL_T0))
+        elif t_read is not None and m["step_ms"] >= t_read:
+            rows.append((f"epoch ≤ {TRAIN_EPOCH_GOAL}x the in-memory limit at T ≥ the read time", where,
+                         f"{r['epoch']:.2f}x", r["epoch"] <= TRAIN_EPOCH_GOAL))
+    seen = set()
+    for m in py["train"]:
+        name = m["loader"]
+        if not name.startswith(("m0 ", "m1 ")) or (m["case"], name.split(" pf")[0]) in seen:
+            continue
+        seen.add((m["case"], name.split(" pf")[0]))
+        where = f"{m['case']}, {name.split(' pf')[0]}"
+        limit = 1 / m["ranks"] + TRAIN_MEM_SLACK
+        if m["ratio"]["mem"] is not None:
+            rows.append((f"memory per rank ≤ 1/P of the in-memory limit's + {TRAIN_MEM_SLACK:.0%}", where,
+                         f"{m['ratio']['mem']:.3f}x (goal {limit:.3f}x)", m["ratio"]["mem"] <= limit))
+        rows.append((f"building ≤ {TRAIN_BUILD_GOAL}x building the in-memory dataset", where,
+                     f"{m['ratio']['build']:.2f}x ({m['build_s']:.3f} s)", m["ratio"]["build"] <= TRAIN_BUILD_GOAL))
+    return rows
+
+
+def train_section(py):
+    """The training-loop table (python-ctypes/bench/train_loop.py's records)."""
+    if not py or not py["train"]:
+        return []
+    meta, end = py["trainmeta"], py["trainend"]
+    la0, la1 = meta.get("loadavg_start", [None] * 3), end.get("loadavg_end", [None] * 3)
+    L = [TRAIN_HEADER, "",
+         f"python-ctypes/bench/train_loop.py, {meta.get('date', '?')}, {meta.get('ranks', '?')} ranks on "
+         f"{meta.get('cpus', '?')} CPUs, torch {meta.get('torch', '?')}, batch {meta.get('batch', '?')} per rank, "
+         f"median of {meta.get('repeats', '?')} epochs per cell; {end.get('seconds', '?')} s; load average start "
+         f"{la0[0]} {la0[1]} {la0[2]}, end {la1[0]} {la1[1]} {la1[2]}"
+         + ("; **quick run**" if meta.get("quick") else "") + ". "
+         "A map-style dataset whose sample i is a function of i, a shuffled DistributedSampler, steps that sleep T "
+         "(a GPU step; `read`: the median blocking read of one batch, measured first). Loaders, their epochs taken "
+         "in turn: `memory`, the in-memory limit (the whole dataset in torch tensors on every rank, a plain "
+         "DataLoader, num_workers=0); `mM mode pfK`, pyddstore.torch's DistDataset (ragged: RaggedDataset) with a "
+         "ThreadDataLoader (one thread; pfK: the reads of K batches started ahead, pf0: the thread fetches up to 2 "
+         "batches ahead) over method M (0 in the collective or one-sided batch mode, 1 on libfabric "
+         f"{meta.get('fabric', 'shm')}); `memmap`, a plain DataLoader with 2 worker processes over np.memmap files. "
+         "Epoch: time per epoch of the slowest rank; samples/s: all ranks; wait: time blocked in the loader's "
+         "next() per step (largest rank mean); memory per rank: VmRSS delta around building the dataset (each side "
+         "after gc and malloc_trim; largest rank; a store's shared-memory shard included; memmap: the files' "
+         "bytes / P, page cache shared by the ranks); build: from the same per-sample source, barrier to barrier "
+         "(in brackets: the time to make an empty store of that kind, timed just before). "
+         "Ratios (x) are to `memory` in the same cell. Every batch was checked against the source (4 columns of "
+         "every sample and a whole sample per batch).", ""]
+    L += ["| goal | where | figure | met |", "|---|---|---|---|"]
+    for g, where, fig, ok in train_goals(py):
+        L.append(f"| {g} | {where} | {fig} | {'yes' if ok else '**no**'} |")
+    L += ["", "| case | T | loader | epoch | x | samples/s | x | wait per step | x | memory per rank | x | build | x | "
+          "verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for m in py["train"]:
+        r = m["ratio"]
+        wx = f"{r['wait']:.2f}" if r.get("wait") is not None else "–"
+        mx = f"{r['mem']:.2f}" if r.get("mem") is not None else "–"
+        create = f" (empty store {m['store_create_s']:.3f} s)" if m.get("store_create_s") is not None else ""
+        L.append(f"| {m['case']} | {m['step']} ({m['step_ms']:.3f} ms) | {m['loader']} | {m['epoch_s']:.3f} s | "
+                 f"{r['epoch']:.2f} | {m['samples_per_s']:.0f} | {r['samples_per_s']:.2f} | {m['wait_ms']:.3f} ms | "
+                 f"{wx} | {m['mem_bytes'] / 2**20:.1f} MiB | {mx} | {m['build_s']:.3f} s{create} | {r['build']:.2f} | "
+                 f"{'yes' if m['verified'] else '**NO**'} |")
+    if py["trainparts"]:
+        L += ["", "Where one batch's time goes without overlap (medians of blocking calls, slowest rank): pyddstore's "
+              "read of every field (`read_rows`; ragged: each field's batched read), the read with the samples made "
+              "(`__getitems__`), the default collate of those samples; the in-memory dataset's list of samples and "
+              "its collate; and the same blocking read through each store.", "",
+              "| case | loader | read | read + samples | collate | memory: samples | memory: collate | "
+              "read through each store |", "|---|---|---:|---:|---:|---:|---:|---|"]
+        for p in py["trainparts"]:
+            each = ", ".join(f"{k} {v:.3f} ms" for k, v in p.get("store_read_ms", {}).items()) or "–"
+            L.append(f"| {p['case']} | {p['loader']} | {p['read_ms']:.3f} ms | {p['getitems_ms']:.3f} ms | "
+                     f"{p['collate_ms']:.3f} ms | {p['memory_samples_ms']:.3f} ms | {p['memory_collate_ms']:.3f} ms | "
+                     f"{each} |")
+    return L + [""]
+
+
+def replace_train_section(md, py):
+    """md's text with its training-loop section replaced by this run's (or
+    inserted before the section on reads behind compute, or at the end)."""
+    with open(md) as f:
+        text = f.read()
+    new = "\n".join(train_section(py)) + "\n"
+    if TRAIN_HEADER in text:
+        head, rest = text.split(TRAIN_HEADER, 1)
+        nxt = rest.find("\n## ")
+        return head + new + (rest[nxt + 1:] if nxt >= 0 else "")
+    anchor = "## Training loop: reads behind compute"
+    if anchor in text:
+        return text.replace(anchor, new + "\n" + anchor, 1)
+    return text.rstrip("\n") + "\n\n" + new
+
+
 def markdown(R, perf_md, spread=None, py=None):
     meta, end = R.meta, R.end
     la0 = meta.get("loadavg_start", [None] * 3)
@@ -739,6 +860,7 @@ def markdown(R, perf_md, spread=None, py=None):
           "mappings after reading every row.", ""] + memory_table(R) + [""]
     if py:
         L += python_section(R, py)
+        L += train_section(py)
     L += ["## Training loop: reads behind compute", "",
           "Batches of 128 random rows on 2 ranks; each step sleeps T (the median blocking `dds_get_batch`, "
           "measured first), standing for a GPU step that leaves the CPU free. Without prefetch a step reads, then "
@@ -850,7 +972,7 @@ def plot(R, png):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", nargs="+",
+    ap.add_argument("results", nargs="*",
                     help="JSON lines written by capi-tests/bench; several runs are merged group by group, "
                          "keeping for each group the run with the least CPU taken by other processes")
     ap.add_argument("--python", help="records of python-ctypes/bench/bench.py from the same run (section Python)")
@@ -859,7 +981,25 @@ def main():
     ap.add_argument("--perf-md", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "dev",
                                                       "performance.md"),
                     help="page whose analysis section is copied into the results")
+    ap.add_argument("--train-only", action="store_true",
+                    help="replace only the training-loop section of --md with --python's records "
+                         "(python-ctypes/bench/train_loop.py run on its own; no C results needed)")
     args = ap.parse_args()
+    if args.train_only:
+        if not args.python:
+            sys.exit("--train-only needs --python (the records of train_loop.py)")
+        py = py_load(args.python)
+        if not py["train"]:
+            sys.exit(f"{args.python}: no training-loop records")
+        text = replace_train_section(args.md, py)
+        with open(args.md, "w") as f:
+            f.write(text)
+        print(f"wrote the training-loop section of {args.md}")
+        for g, where, fig, ok in train_goals(py):
+            print(f"{'met   ' if ok else 'MISSED'} {g} [{where}]: {fig}")
+        return
+    if not args.results:
+        sys.exit("no results given (JSON lines of capi-tests/bench)")
     runs = [load(f) for f in args.results]
     R = Results(merge(runs))
     spread = None
