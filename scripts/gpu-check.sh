@@ -130,14 +130,17 @@ CORE=driver_and_classification,get_into_poisoned_gpu_tensor,back_to_back_200_rea
 SHM="DDS_TEST_METHOD=1 DDSTORE_FABRIC=shm DDSTORE_NODE_LOCAL=0"
 
 # 1. The C test with a driver present: classification, require, streams;
-#    over shm it also sees device_path = GPUDirect (the provider's FI_HMEM).
+#    over shm (default GPUDirect=auto: shm is not asked for FI_HMEM) it sees
+#    device_path = staged.
 step c-test-method0 45 mpiexec -n "$NP" "$bundle/bin/test_gpu"
 step c-test-method1-shm 45 env $SHM mpiexec -n "$NP" "$bundle/bin/test_gpu"
 
-# 2. GPUDirect: shm with FI_HMEM, 2 ranks on one GPU, every check (reads
+# 2. GPUDirect: shm with FI_HMEM (forced: auto does not ask shm for it; a
+#    libfabric built without CUDA then fails every device read, and
+#    gpudirect_serves_device_memory says so), 2 ranks on one GPU (reads
 #    into device memory verified on the device, kernels consuming reads,
 #    stream order, 4 threads, device sources).
-step py-shm-gpudirect 150 env $SHM DDSTORE_GPU_DIRECT=auto GPU_CHECK_PATH=gpudirect GPU_CHECK_ONLY=$CORE \
+step py-shm-gpudirect 150 env $SHM DDSTORE_GPU_DIRECT=1 GPU_CHECK_PATH=gpudirect GPU_CHECK_ONLY=$CORE,gpudirect_serves_device_memory \
     mpiexec -n "$NP" "$PY" scripts/gpu_check.py shm-gpudirect
 
 # 3. Staged vs GPUDirect vs host destination at 3 KiB, 200 KiB, 1 MiB rows.

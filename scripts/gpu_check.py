@@ -161,6 +161,23 @@ def driver_and_classification():
     return {"devices": n[0], "device_path": info.device_path, "transport": transport}
 
 
+def gpudirect_serves_device_memory():
+    """On the GPUDirect path: a read into a device tensor is served by the
+    provider itself. A provider that reports FI_HMEM but refuses CUDA memory
+    (a libfabric built without CUDA) makes the store stage instead; this check
+    then fails and says so, so the other checks of the run are not mistaken
+    for GPUDirect ones."""
+    s = shard_store()
+    d = torch.zeros((1, COLS), device=DEV)
+    s.get("x", d, 0)
+    expect(bool((d == 1).all()), f"read into a device tensor: {d.tolist()}")
+    path = s.device_path("x")
+    s.free()
+    expect(path == "gpudirect", f"device_path is {path!r} after a read: the provider refused CUDA memory "
+           "(its libfabric was built without CUDA), so GPUDirect is NOT exercised by this run; reads were staged")
+    return {"device_path": path}
+
+
 def get_into_poisoned_gpu_tensor():
     s = shard_store()
     for r in range(SIZE):
@@ -359,16 +376,23 @@ def staging_off_refuses():
     s = shard_store(DDSTORE_GPU_STAGING=0)
     want = "method" if METHOD == 0 else "cxi"
     if WANT_PATH == "gpudirect":
-        # GPUDirect needs no staging: the read is served, straight into the tensor.
+        # GPUDirect needs no staging: the read is served, straight into the
+        # tensor, unless the provider refuses CUDA memory (a libfabric built
+        # without it: gpudirect_serves_device_memory fails for that), when
+        # the refusal must say so.
         d = torch.zeros((1, COLS), device=DEV)
-        s.get("x", d, 0)
-        expect(bool((d == 1).all()), f"GPUDirect read with staging off: {d.tolist()}")
+        try:
+            s.get("x", d, 0)
+            expect(bool((d == 1).all()), f"GPUDirect read with staging off: {d.tolist()}")
+        except dds.GPUError as e:
+            expect("built without" in str(e) and s.device_path("x") != "gpudirect", str(e))
     else:
         try:
             s.get("x", torch.zeros((1, COLS), device=DEV), 0)
             raise AssertionError("get into a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
         except dds.GPUError as e:
-            expect(want in str(e), str(e))
+            # A provider with FI_HMEM that refused the registration names itself instead.
+            expect(want in str(e) or "could not be registered for GPUDirect" in str(e), str(e))
     try:
         s.add("y", torch.zeros((2, COLS), device=DEV))
         raise AssertionError("add of a GPU tensor was accepted with DDSTORE_GPU_STAGING=0")
@@ -533,7 +557,7 @@ def torch_dataset_on_device():
     ds.ddstore.free()
 
 
-CHECKS = [driver_and_classification, get_into_poisoned_gpu_tensor, back_to_back_200_reads_consumed_by_kernels,
+CHECKS = [driver_and_classification, gpudirect_serves_device_memory, get_into_poisoned_gpu_tensor, back_to_back_200_reads_consumed_by_kernels,
           matrix_alloc_by_readback, large_rows_4096_floats, get_batch_gpu_vs_host, get_batch_async_into_gpu,
           get_batch_small_chunks, gpu_source_host_and_gpu_destinations, register_recv_gpu_tensor, threads_reading_into_gpu,
           stream_ordering, staging_off_refuses, every_byte_on_device, measure_stream_vs_device_sync, measure_paths,

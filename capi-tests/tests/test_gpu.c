@@ -155,9 +155,12 @@ static void streams(dds_store *s, int gpu_off) {
   } else if (!have_driver) {
     EXPECT(st1 == DDS_ERR_GPU && strstr(m1, "no GPU driver") && strstr(m1, "dds_get_stream"));
   } else {
+    if (st1 != DDS_OK) printf("rank %d: dds_get_stream(CU_STREAM_LEGACY): %s\n", t_rank, m1);
     EXPECT(st1 == DDS_OK && t_rows_ok(b, 1, ELEMS, ITEM, TAG, NULL, 0));
   }
   dds_status st2 = dds_get_batch_stream(s, "v", b, 3 * rb, idx, 3, legacy);
+  if ((have_driver && !gpu_off) && st2 != DDS_OK)
+    printf("rank %d: dds_get_batch_stream(CU_STREAM_LEGACY): %s\n", t_rank, dds_last_error());
   EXPECT((have_driver && !gpu_off) ? st2 == DDS_OK : st2 == DDS_ERR_GPU);
   /* The store is still usable. */
   memset(b, 0, sizeof b);

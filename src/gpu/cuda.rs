@@ -220,6 +220,18 @@ impl Driver {
 
     /// Waits for the work queued on the caller's stream.
     pub fn stream_sync(&self, stream: Stream) -> Result<()> {
+        // NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the
+        // default stream of the calling thread's current context. A thread
+        // with no context current has queued nothing there, and the driver
+        // would answer CUDA_ERROR_INVALID_CONTEXT (a C program passing
+        // CU_STREAM_LEGACY before any CUDA call of its own, found on an H200).
+        if stream.0 <= 2 {
+            let mut ctx: cu::CUcontext = std::ptr::null_mut();
+            // SAFETY: an out-pointer; the driver was initialised by the probe.
+            if unsafe { cu::cuCtxGetCurrent(&mut ctx) } == cu::CUresult::CUDA_SUCCESS && ctx.is_null() {
+                return Ok(());
+            }
+        }
         // SAFETY: the caller vouches that `stream` is a live CUstream.
         check(unsafe { cu::cuStreamSynchronize(stream.0 as cu::CUstream) }, "cuStreamSynchronize")
     }

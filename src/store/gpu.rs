@@ -59,6 +59,13 @@ impl GpuSettings {
         self.mode != Mode::Off && self.direct != Direct::Off && (gpu::driver_status().is_ok() || self.host_as.is_some())
     }
 
+    /// Whether `shm` is asked for FI_HMEM as well: only when GPUDirect is
+    /// forced or the testing aid presents host memory as device memory
+    /// (FabricConfig::hmem_shm says why not by default).
+    pub fn wants_hmem_on_shm(&self) -> bool {
+        self.wants_hmem() && (self.direct == Direct::On || self.host_as.is_some())
+    }
+
     /// The path device destinations of this store take.
     pub fn path(&self) -> Path {
         if self.mode == Mode::Off || gpu::driver_status().is_err() {
@@ -106,6 +113,10 @@ impl Store {
                 match &self.fabric {
                     None => "method 0 (MPI) has no FI_HMEM: use method=1 or 2 (libfabric)".to_string(),
                     Some(f) if !f.caps.hmem => format!("libfabric provider {} reports no FI_HMEM", f.describe()),
+                    Some(f) if f.device_mr_refused.get().is_some() => format!(
+                        "the registration was refused: {}",
+                        f.device_mr_refused.get().map_or("", |m| m.as_str())
+                    ),
                     Some(f) => format!("{} refused to register it", f.describe()),
                 }
             ),
@@ -124,10 +135,13 @@ impl Store {
             }
             _ if self.fabric.as_ref().is_some_and(|f| f.caps.hmem) => {
                 // FI_HMEM domain: only a refused registration ends here.
-                format!(
-                    "could not be registered for GPUDirect by {}",
-                    self.fabric.as_ref().map_or(String::new(), |f| f.describe())
-                )
+                let f = self.fabric.as_ref().expect("checked above");
+                let why = if f.device_mr_refused.get().is_some() {
+                    " (its libfabric was built without this GPU's memory interface)"
+                } else {
+                    ""
+                };
+                format!("could not be registered for GPUDirect by {}{why}", f.describe())
             }
             _ => {
                 "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none"
@@ -409,6 +423,16 @@ impl Store {
         }
     }
 
+    /// A GPUDirect `dds_register_recv` the provider refused: nothing is
+    /// registered and reads into the buffer are staged, as for `dds_get`;
+    /// the error when staging is off or GPUDirect is forced.
+    pub(super) fn recv_refused(&self, name: &str, p: *const u8, refused: crate::error::Error) -> Result<()> {
+        match self.fallback_route(self.mem_kind(p)?, &refused)? {
+            Route::Refused(why) => Err(self.refusal(why, "destination", name)),
+            _ => Ok(()),
+        }
+    }
+
     /// The route of a buffer of `kind` for variable `name`.
     pub(super) fn route_of(&self, name: &str, kind: MemKind) -> Result<Route> {
         let caps = self.with_var(name, |v| Ok(self.caps_of(v)))?;
@@ -416,7 +440,7 @@ impl Store {
     }
 
     fn caps_of(&self, v: &crate::var::Variable) -> Option<direct::Caps> {
-        v.transport.fabric().map(|f| f.fabric().caps)
+        v.transport.fabric().map(|f| f.fabric().device_caps())
     }
 
     /// Where a refused GPUDirect registration sends the buffer (or the

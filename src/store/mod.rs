@@ -699,7 +699,11 @@ impl Store {
             // GPUDirect ones are registered with their memory interface.
             let how = self.recv_route(name, start as *const u8)?;
             v.register_recv(start, len, || match how {
-                Some(hmem) => v.transport.register_recv(start, len, hmem),
+                Some(Some(hmem)) => v
+                    .transport
+                    .register_recv(start, len, Some(hmem))
+                    .or_else(|e| self.recv_refused(name, start as *const u8, e)),
+                Some(None) => v.transport.register_recv(start, len, None),
                 None => Ok(()),
             })
         })
@@ -929,6 +933,7 @@ pub(crate) fn fabric_config(o: &Options, cfg: &Config, gpu: &GpuSettings) -> Fab
         force_local_mr: cfg.fabric_local_mr,
         progress_sleep_us: cfg.progress_sleep_us,
         hmem: gpu.wants_hmem(),
+        hmem_shm: gpu.wants_hmem_on_shm(),
     }
 }
 

@@ -66,7 +66,16 @@ impl Mr {
                     // every member is an int at offset 0.
                     attr.device.cuda = device;
                     let ret = ddsfi_mr_regattr(fab.domain, &attr, 0, &mut raw);
-                    fi_err(ret as isize, &format!("fi_mr_regattr (iface {}, device {device})", iface.name()))?
+                    let what = format!("fi_mr_regattr (iface {}, device {device})", iface.name());
+                    if ret == -libc::ENOSYS && iface != Iface::System {
+                        // A build without this interface: say so, and route
+                        // this fabric's device buffers through staging from now on.
+                        let what = format!("{what} (this libfabric was built without {} support)", iface.name());
+                        let e = fi_err(ret as isize, &what).unwrap_err();
+                        let _ = fab.device_mr_refused.set(e.msg.clone());
+                        return Err(e);
+                    }
+                    fi_err(ret as isize, &what)?
                 }
             }
             let mr = Mr { raw };
