@@ -78,6 +78,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_PATH_GPUDIRECT = 2
   integer(c_int32_t), parameter, public :: DDS_PATH_REFUSED = 3
   integer(c_int32_t), parameter, public :: DDS_SETTINGS_PATH_BYTES = 4096
+  integer(c_int32_t), parameter, public :: DDS_BLOB_MAX_BYTES = 1048576
 
   ! ---- bind(C) mirrors of the C structs (unsigned C fields are signed here) ----
   type, bind(C), public :: c_dds_options
@@ -239,7 +240,7 @@ module ddstore
   public :: c_dds_get_stream, c_dds_get_batch, c_dds_get_batch_stream, c_dds_register_recv
   public :: c_dds_unregister_recv, c_dds_get_batch_start, c_dds_request_test, c_dds_request_wait
   public :: c_dds_request_free, c_dds_add_ragged, c_dds_ragged_lengths, c_dds_get_ragged_batch
-  public :: c_dds_get_ragged, c_dds_join_ragged, c_dds_save, c_dds_load
+  public :: c_dds_get_ragged, c_dds_join_ragged, c_dds_save, c_dds_load, c_dds_publish_blob, c_dds_wait_blob
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -580,6 +581,26 @@ module ddstore
       integer(c_int64_t), value :: n_names
       integer(c_int) :: st
     end function c_dds_load
+
+    function c_dds_publish_blob(store, name, data, len) bind(C, name="dds_publish_blob") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: len
+      integer(c_int) :: st
+    end function c_dds_publish_blob
+
+    function c_dds_wait_blob(store, name, buf, cap, len, timeout_ms) bind(C, name="dds_wait_blob") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: cap
+      type(c_ptr), value :: len
+      integer(c_int64_t), value :: timeout_ms
+      integer(c_int) :: st
+    end function c_dds_wait_blob
 
     ! From the C library, to copy C strings.
     function c_strlen(s) bind(C, name="strlen") result(n)
