@@ -34,9 +34,9 @@ pub unsafe extern "C" fn dds_publish_blob(
     len: usize,
 ) -> dds_status {
     guard("dds_publish_blob", || {
+        let store = store_of(store)?;
         let name = blob_name(name)?;
-        let data = in_bytes("data", data, len)?;
-        store_of(store)?.publish_blob(name, data)
+        store.publish_blob(name, in_bytes("data", data, len)?)
     })
 }
 
@@ -67,12 +67,13 @@ pub unsafe extern "C" fn dds_wait_blob(
     timeout_ms: i64,
 ) -> dds_status {
     guard("dds_wait_blob", || {
+        let store = store_of(store)?;
         let name = blob_name(name)?;
         let dst = out_ptr("buf", buf, cap)?;
         if len.is_null() {
             bail!(InvalidArgument, "len is NULL (it receives the blob's length)");
         }
-        let data = store_of(store)?.wait_blob(name, timeout_ms)?;
+        let data = store.wait_blob(name, timeout_ms)?;
         *len = data.len();
         if data.len() > cap {
             bail!(
