@@ -73,6 +73,7 @@ fn main() {
         .with_src(root.join("src/capi/requests.rs"))
         .with_src(root.join("src/capi/ragged.rs"))
         .with_src(root.join("src/capi/snapshot.rs"))
+        .with_src(root.join("src/capi/blob.rs"))
         .generate()
         .expect("cbindgen could not generate include/ddstore.h");
     bindings.write_to_file(&out);

@@ -78,6 +78,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_PATH_GPUDIRECT = 2
   integer(c_int32_t), parameter, public :: DDS_PATH_REFUSED = 3
   integer(c_int32_t), parameter, public :: DDS_SETTINGS_PATH_BYTES = 4096
+  integer(c_int32_t), parameter, public :: DDS_BLOB_MAX_BYTES = 1048576
 
   ! ---- bind(C) mirrors of the C structs (unsigned C fields are signed here) ----
   type, bind(C), public :: c_dds_options
@@ -239,7 +240,7 @@ module ddstore
   public :: c_dds_get_stream, c_dds_get_batch, c_dds_get_batch_stream, c_dds_register_recv
   public :: c_dds_unregister_recv, c_dds_get_batch_start, c_dds_request_test, c_dds_request_wait
   public :: c_dds_request_free, c_dds_add_ragged, c_dds_ragged_lengths, c_dds_get_ragged_batch
-  public :: c_dds_get_ragged, c_dds_join_ragged, c_dds_save, c_dds_load
+  public :: c_dds_get_ragged, c_dds_join_ragged, c_dds_save, c_dds_load, c_dds_publish_blob, c_dds_wait_blob
 
   interface
     function c_dds_version() bind(C, name="dds_version") result(s)
@@ -581,6 +582,26 @@ module ddstore
       integer(c_int) :: st
     end function c_dds_load
 
+    function c_dds_publish_blob(store, name, data, len) bind(C, name="dds_publish_blob") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: len
+      integer(c_int) :: st
+    end function c_dds_publish_blob
+
+    function c_dds_wait_blob(store, name, buf, cap, len, timeout_ms) bind(C, name="dds_wait_blob") result(st)
+      import :: c_int, c_ptr, c_char, c_size_t, c_int64_t
+      type(c_ptr), value :: store
+      character(kind=c_char), intent(in) :: name(*)
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: cap
+      integer(c_size_t), intent(out) :: len
+      integer(c_int64_t), value :: timeout_ms
+      integer(c_int) :: st
+    end function c_dds_wait_blob
+
     ! From the C library, to copy C strings.
     function c_strlen(s) bind(C, name="strlen") result(n)
       import :: c_ptr, c_size_t
@@ -594,6 +615,8 @@ module ddstore
   public :: dds_remove, dds_extra_done, dds_wait_extras
   ! Snapshots (collective): names absent means every variable.
   public :: dds_save, dds_load
+  ! Method 2 blobs (local): bytes under a name in the hand-shake directory.
+  public :: dds_publish_blob, dds_wait_blob
   public :: dds_init, dds_add, dds_update, dds_get, dds_get_batch
   public :: dds_register_recv, dds_unregister_recv, dds_info, dds_profile, dds_store_settings
   public :: dds_version, dds_status_string, dds_last_error_message
@@ -836,6 +859,43 @@ contains
     if (present(timeout_ms)) t = timeout_ms
     call finish(c_dds_wait_extras(store%handle, int(n_extras, c_int64_t), t), status)
   end subroutine dds_wait_extras
+
+  ! Publishes the bytes of `data` (at most DDS_BLOB_MAX_BYTES) as blob `name`
+  ! in the method-2 hand-shake directory, for dds_wait_blob in another job.
+  subroutine dds_publish_blob(store, name, data, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int8_t), intent(in), target, contiguous :: data(:)
+    integer, intent(out), optional :: status
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (size(data) > 0) p = c_loc(data(1))
+    call finish(c_dds_publish_blob(store%handle, c_chars(name), p, int(size(data), c_size_t)), status)
+  end subroutine dds_publish_blob
+
+  ! Waits for blob `name` (timeout_ms absent or negative:
+  ! DDSTORE_HANDSHAKE_TIMEOUT_S) and returns its bytes in `data`.
+  subroutine dds_wait_blob(store, name, data, timeout_ms, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    integer(c_int8_t), allocatable, target, intent(out) :: data(:)
+    integer(c_int64_t), intent(in), optional :: timeout_ms
+    integer, intent(out), optional :: status
+    integer(c_int64_t) :: t
+    integer(c_size_t) :: n
+    integer(c_int) :: st
+    t = -1
+    if (present(timeout_ms)) t = timeout_ms
+    allocate(data(4096))
+    do  ! a second pass only when the blob is larger than the buffer
+      st = c_dds_wait_blob(store%handle, c_chars(name), c_loc(data(1)), int(size(data), c_size_t), n, t)
+      if (st /= DDS_ERR_INVALID_ARGUMENT .or. n <= size(data, kind=c_size_t)) exit
+      deallocate(data)
+      allocate(data(n))
+    end do
+    if (st == DDS_OK) data = data(1:n)
+    call finish(st, status)
+  end subroutine dds_wait_blob
 
   ! ==== Queries ====
 

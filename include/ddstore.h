@@ -122,6 +122,9 @@
 // Longest hand-shake directory `dds_settings` holds, with its NUL.
 #define DDS_SETTINGS_PATH_BYTES 4096
 
+// Largest blob `dds_publish_blob` accepts, in bytes (1 MiB).
+#define DDS_BLOB_MAX_BYTES 1048576
+
 // Result of every libddstore call. `DDS_OK` (0) is success; any other value is
 // an error whose explanation `dds_last_error()` returns on the same thread.
 typedef enum dds_status {
@@ -852,6 +855,46 @@ enum dds_status dds_load(struct dds_store *store,
                          const char *dir,
                          const char *const *names,
                          int64_t n_names);
+
+// Method 2 (core or extra member): publishes `len` bytes at `data` (NULL
+// allowed when `len` is 0; at most `DDS_BLOB_MAX_BYTES`) as blob `name` in
+// the store's hand-shake directory, for `dds_wait_blob` in any job using
+// that directory. Written as the variable records are: a private file
+// (0600) with a checksum, written to a temporary name, fsynced, renamed
+// over an older blob of the same name, and the directory fsynced.
+//
+// Local (no MPI). Errors: DDS_ERR_INVALID_ARGUMENT (bad name, `len` over
+// `DDS_BLOB_MAX_BYTES`, `data` NULL with `len` > 0), DDS_ERR_BAD_STATE (not
+// a method-2 store, or destroyed), DDS_ERR_IO (the directory is not ours or
+// is writable by others; a write fails: the message names the file).
+enum dds_status dds_publish_blob(struct dds_store *store,
+                                 const char *name,
+                                 const void *data,
+                                 size_t len);
+
+// Method 2 (core or extra member): waits for blob `name` in the store's
+// hand-shake directory, polling with a back-off (10 ms doubling to 500 ms)
+// for up to `timeout_ms` milliseconds (negative: DDSTORE_HANDSHAKE_TIMEOUT_S,
+// default 300 s), checks it (owner, permissions, checksum, format version,
+// name) and copies its bytes into `buf` (`cap` bytes; NULL allowed when
+// `cap` is 0). `*len` receives the blob's length whenever the blob was
+// found, also when `cap` is too small; the call then fails and a second
+// call with a buffer of `*len` bytes reads it.
+//
+// Local (no MPI). Errors: DDS_ERR_INVALID_ARGUMENT (bad name, `len` NULL,
+// `buf` NULL with `cap` > 0, `cap` smaller than the blob: the message
+// names both sizes), DDS_ERR_BAD_STATE (not a method-2 store, or
+// destroyed), DDS_ERR_TIMEOUT (no blob within the time: the message names
+// the blob, the directory and the seconds), DDS_ERR_IO (the file or the
+// directory is not ours or is writable by others, a symbolic link, a
+// corrupt or truncated file: the message names the file),
+// DDS_ERR_UNSUPPORTED (a blob of another format version).
+enum dds_status dds_wait_blob(struct dds_store *store,
+                              const char *name,
+                              void *buf,
+                              size_t cap,
+                              size_t *len,
+                              int64_t timeout_ms);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -526,6 +526,26 @@ class Store {
     detail::check(dds_wait_extras(h_, n_extras, timeout_ms));
   }
 
+  // Method 2 (core or extra; local): opaque bytes under a name in the
+  // hand-shake directory (at most DDS_BLOB_MAX_BYTES), for another job.
+  void publish_blob(const std::string& name, const void* data, size_t len) {
+    detail::check(dds_publish_blob(h_, detail::local_name(name), data, len));
+  }
+  // Waits for blob `name` (timeout_ms < 0: DDSTORE_HANDSHAKE_TIMEOUT_S) and returns its bytes.
+  std::vector<unsigned char> wait_blob(const std::string& name, int64_t timeout_ms = -1) {
+    std::vector<unsigned char> buf(4096);
+    for (;;) {
+      size_t len = 0;
+      dds_status st = dds_wait_blob(h_, detail::local_name(name), buf.data(), buf.size(), &len, timeout_ms);
+      if (st == DDS_OK) {
+        buf.resize(len);
+        return buf;
+      }
+      if (st != DDS_ERR_INVALID_ARGUMENT || len <= buf.size()) detail::check(st);
+      buf.resize(len);  // too small: the blob's length is known now
+    }
+  }
+
  private:
   dds_store* h_ = nullptr;
 

@@ -420,6 +420,36 @@ void test_ragged() {
   EXPECT(s.get_ragged_batch_raw("rag", small.data(), small.size(), one, 1, nullptr) == need);
 }
 
+// Blobs through a method-2 extra member (local; no fabric is opened): rank 0
+// publishes, every rank reads it back, also past the first 4 KiB buffer.
+void test_blobs() {
+  char dir[64] = "";
+  if (rank == 0) {
+    std::snprintf(dir, sizeof dir, "/tmp/dds-cxx-blob.XXXXXX");
+    if (!mkdtemp(dir)) MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  ddstore::Options o;
+  o.method = DDS_METHOD_SPLIT;
+  o.role = DDS_ROLE_EXTRA;
+  o.n_core = 1;
+  o.handshake_dir = dir;
+  ddstore::Store s(MPI_COMM_NULL, o);
+  std::vector<unsigned char> big(10000);
+  for (std::size_t i = 0; i < big.size(); i++) big[i] = static_cast<unsigned char>(i * 13);
+  if (rank == 0) {
+    s.publish_blob("cxx/big", big.data(), big.size());
+    s.publish_blob("cxx/empty", nullptr, 0);
+  }
+  EXPECT(s.wait_blob("cxx/big", 30000) == big);
+  EXPECT(s.wait_blob("cxx/empty", 30000).empty());
+  EXPECT_ERROR(s.wait_blob("cxx/never", 10), DDS_ERR_TIMEOUT, "no blob 'cxx/never'");
+  EXPECT_ERROR(s.publish_blob("cxx/over", big.data(), DDS_BLOB_MAX_BYTES + 1), DDS_ERR_INVALID_ARGUMENT,
+               "DDS_BLOB_MAX_BYTES");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) EXPECT(std::system((std::string("rm -rf ") + dir).c_str()) == 0);
+}
+
 int main(int argc, char** argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -435,6 +465,7 @@ int main(int argc, char** argv) {
     test_profile();
     test_ragged();
     test_requests();
+    test_blobs();
   } catch (const ddstore::Error& e) {
     std::fprintf(stderr, "rank %d: unexpected %s: %s\n", rank, e.status_name(), e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -171,20 +171,3 @@ def env_int(var, default, lo, hi, environ=None):
     if not lo <= value <= hi:
         raise InvalidArgumentError(f"{var}={value} is outside [{lo}, {hi}]")
     return value
-
-
-def env_seconds(var, default, environ=None):
-    """A time-out in seconds read by the Python layer, in the library's range
-    (src/config.rs: 0 to one year)."""
-    import math
-    import os
-    raw = (os.environ if environ is None else environ).get(var, "")
-    if not raw.strip():
-        return default
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise InvalidArgumentError(f"{var}={raw!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and 0 <= value <= 31_536_000):
-        raise InvalidArgumentError(f"{var}={raw!r} is outside [0, 31536000] seconds")
-    return value

@@ -356,6 +356,47 @@ class PyDDStore:
             raise
         self._check(self._lib.dds_wait_extras(h, n_extras, timeout_ms))
 
+    # -- blobs (method 2) --------------------------------------------------------
+
+    def publish_blob(self, name, data):
+        """Method 2 (core or extra member; local): publishes the bytes of
+        `data` (any contiguous buffer, at most ``DDS_BLOB_MAX_BYTES``) as blob
+        `name` in the hand-shake directory, replacing an older one."""
+        h = self._handle()
+        cname = _cname(name)
+        try:
+            view = memoryview(data)
+        except TypeError:
+            raise ArgumentTypeError(f"data must be bytes or a buffer, got {type(data).__name__}") from None
+        if not view.contiguous:
+            raise InvalidArgumentError(f"blob '{name}': data must be a contiguous buffer")
+        nbytes = view.nbytes
+        ptr = _from_buffer(_CHARS, view.cast("B")) if nbytes else _NULL
+        self._check(self._lib.dds_publish_blob(h, cname, ptr, nbytes))
+
+    def wait_blob(self, name, timeout_ms=-1):
+        """Method 2 (core or extra member; local): waits for blob `name` in
+        the hand-shake directory, at most `timeout_ms` milliseconds
+        (negative: DDSTORE_HANDSHAKE_TIMEOUT_S), and returns its bytes;
+        raises a TimeoutError subclass on time-out, an IOError subclass for
+        a corrupt file or one this user may not trust."""
+        h = self._handle()
+        cname = _cname(name)
+        timeout_ms = _as_int(timeout_ms, "timeout_ms")
+        length = _ffi.new("size_t *")
+        cap = 4096
+        while True:
+            buf = _ffi.new("char[]", cap)
+            rc = self._lib.dds_wait_blob(h, cname, buf, cap, length, timeout_ms)
+            if rc == 0:
+                return _ffi.buffer(buf, length[0])[:]
+            # Too small (the blob may have been replaced by a bigger one
+            # since): the length needed is known, and the blob is there.
+            if rc == _lib.DDS_ERR_INVALID_ARGUMENT and length[0] > cap:
+                cap = length[0]
+                continue
+            self._check(rc)
+
     # -- local writes ----------------------------------------------------------
 
     def update(self, name, arr, offset):

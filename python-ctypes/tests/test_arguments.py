@@ -303,18 +303,6 @@ def test_env_int_range(raw, ok):
         refused(dds.InvalidArgumentError, call, "DDSTORE_METHOD")
 
 
-@pytest.mark.parametrize("raw, ok", [("0", True), ("2.5", True), ("31536000", True),
-                                     ("31536001", False), ("1e300", False), ("-1", False), ("nan", False),
-                                     ("inf", False), ("soon", False)])
-def test_env_seconds_range(raw, ok):
-    from pyddstore import _args
-    call = lambda: _args.env_seconds("DDSTORE_HANDSHAKE_TIMEOUT_S", 300.0, {"DDSTORE_HANDSHAKE_TIMEOUT_S": raw})  # noqa: E731
-    if ok:
-        assert call() == float(raw)
-    else:
-        refused(dds.InvalidArgumentError, call, "DDSTORE_HANDSHAKE_TIMEOUT_S")
-
-
 @pytest.mark.parametrize("method", METHODS)
 def test_profile_off_means_off(comm, method, monkeypatch):
     """DDSTORE_PROFILE=off used to turn Python-side timing on (any value but

@@ -7,8 +7,10 @@ DistDataset constructor must refuse it on every rank, and that is what
 these tests check instead.
 """
 
+import glob
 import json
 import os
+import stat
 import time
 
 import torch
@@ -29,8 +31,12 @@ def core(comm, source, name, hs, **kw):
 def unavailable(comm, hs):
     c = Checks()
     c.raises(NotImplementedError, lambda: core(comm, RecordSource("dict"), "m2", hs), "method 2 refused")
-    c.true(not os.path.exists(os.path.join(hs, _safe_name("m2") + ".meta.json")), "meta file of a refused store")
+    c.true(not glob.glob(os.path.join(hs, "*.ddsblob")), "schema blob of a refused store")
     assert agree(comm, c.ok), c.errors
+
+
+def blob_files(hs):
+    return sorted(os.path.basename(f) for f in glob.glob(os.path.join(hs, "*.ddsblob")))
 
 
 def test_method2_reader(comm):
@@ -41,12 +47,16 @@ def test_method2_reader(comm):
     ds = core(comm, src, "m2/recs.v1", hs)
     c = Checks()
     if comm.rank == 0:
-        # The schema is published before the variables, in <readable part>-<hash>.meta.json.
-        with open(os.path.join(hs, _safe_name("m2/recs.v1") + ".meta.json"), encoding="utf-8") as fh:
-            meta = json.load(fh)
+        # The schema is the library's blob "<name>/__schema__" (a private
+        # file beside the variables' records), no file of pyddstore's own.
+        meta = json.loads(ds.ddstore.wait_blob("m2/recs.v1/__schema__", 0))
         c.true(meta["total_ns"] == N and meta["structure"] == "dict" and meta["keys"] == ["rec", "t"],
                f"meta {meta}")
         c.true(meta["fields"] == ds.schema["fields"], "meta fields")
+        blobs = blob_files(hs)
+        c.true(len(blobs) == 1 and blobs[0].startswith("m2_recs_v1___schema__."), f"blob files {blobs}")
+        c.true(all(stat.S_IMODE(os.stat(os.path.join(hs, b)).st_mode) == 0o600 for b in blobs), "blob mode 0600")
+        c.true(not glob.glob(os.path.join(hs, "*.json")), "no .json file")
         reader = DistDatasetReader("m2/recs.v1", handshake_dir=hs, n_core=comm.size)
         c.true(len(reader) == N and reader.len() == N, f"len {len(reader)}")
         c.true(reader.shapes == ds.shapes and reader.dtypes == ds.dtypes, "shapes, dtypes")
@@ -82,17 +92,16 @@ class Offset:
 
 def test_method2_similar_names_do_not_collide(comm):
     """'a.b' and 'a_b' publish their schemas in one hand-shake directory
-    without overwriting each other (they once mapped to the same file)."""
+    without overwriting each other (the blob file names hash the exact name)."""
     hs = handshake_dir("-names")
     if not HAVE_METHOD2:
         return unavailable(comm, hs)
     c = Checks()
-    c.true(_safe_name("a.b") != _safe_name("a_b"), f"{_safe_name('a.b')} == {_safe_name('a_b')}")
     dot = core(comm, Offset(0), "a.b", hs)
     und = core(comm, Offset(1000), "a_b", hs)
     if comm.rank == 0:
-        metas = sorted(f for f in os.listdir(hs) if f.endswith(".meta.json"))
-        c.true(len(metas) == 2, f"meta files {metas}")
+        blobs = blob_files(hs)
+        c.true(len(blobs) == 2, f"schema blobs {blobs}")
         for name, base in (("a.b", 0), ("a_b", 1000)):
             reader = DistDatasetReader(name, handshake_dir=hs, n_core=comm.size)
             for i in (0, N - 1):
@@ -151,5 +160,52 @@ def test_reader_arguments(comm, monkeypatch):
     err = c.raises(TimeoutError, lambda: DistDatasetReader("never", handshake_dir=hs, n_core=1),
                    "nothing published", match="never")
     c.true(err is None or hs in str(err), "the message names the directory")
+    c.true(err is None or "DDSTORE_HANDSHAKE_TIMEOUT_S" in str(err), "the message names the setting")
     c.true(time.monotonic() - t0 < 10, "the timeout is honoured")
+    assert agree(comm, c.ok), c.errors
+
+
+def test_method2_old_schema_file_refused(comm):
+    """A directory holding the `.meta.json` schema file an older pyddstore
+    wrote: the reader and the core group both refuse it, saying what changed
+    and what to do, and nothing is published."""
+    hs = handshake_dir("-old")
+    if comm.rank == 0:
+        with open(os.path.join(hs, _safe_name("old") + ".meta.json"), "w", encoding="utf-8") as fh:
+            json.dump({"total_ns": N, "structure": "tensor"}, fh)
+    comm.Barrier()
+    c = Checks()
+    import pyddstore
+    c.raises(pyddstore.MismatchError, lambda: DistDatasetReader("old", handshake_dir=hs, n_core=1),
+             "reader", match="older pyddstore")
+    if HAVE_METHOD2:
+        err = c.raises(ValueError, lambda: core(comm, Offset(0), "old", hs), "core group", match="older pyddstore")
+        c.true(err is None or "remove the directory" in str(err), f"what to do: {err}")
+        c.true(not blob_files(hs), "nothing published")
+    assert agree(comm, c.ok), c.errors
+
+
+def test_method2_corrupt_schema_blob(comm, monkeypatch):
+    """The schema travels with the library's checks: a damaged blob is
+    refused at once, naming its file, not read as a wrong schema."""
+    hs = handshake_dir("-corrupt")
+    if not HAVE_METHOD2:
+        return unavailable(comm, hs)
+    import pyddstore
+    ds = core(comm, Offset(0), "dmg", hs)
+    c = Checks()
+    if comm.rank == 0:
+        (path,) = glob.glob(os.path.join(hs, "dmg___schema__.*.ddsblob"))
+        with open(path, "r+b") as fh:
+            fh.seek(50)
+            b = fh.read(1)
+            fh.seek(50)
+            fh.write(bytes([b[0] ^ 1]))
+        monkeypatch.setenv("DDSTORE_HANDSHAKE_TIMEOUT_S", "30")
+        t0 = time.monotonic()
+        err = c.raises(pyddstore.HandshakeIOError, lambda: DistDatasetReader("dmg", handshake_dir=hs, n_core=comm.size),
+                       "corrupt schema", match="checksum mismatch")
+        c.true(err is None or path in str(err), "the message names the file")
+        c.true(time.monotonic() - t0 < 10, "refused at once")
+    teardown(comm, ds)
     assert agree(comm, c.ok), c.errors

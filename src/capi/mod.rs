@@ -14,6 +14,7 @@
 //! Below capi lies only the store (src/layering.rs): what the C API needs
 //! from gpu, mpi, config or profile comes through `store` (store/process.rs).
 
+pub mod blob;
 pub mod finalize;
 pub mod library;
 pub mod ragged;

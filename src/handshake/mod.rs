@@ -46,10 +46,18 @@
 //! An extra member announces it has finished reading the variables of a core
 //! store (identified by its session id) with
 //! `<dir>/ddsdone.<session hex>.<host>.<pid>.<n>`; the core counts them.
+//!
+//! ## Blob files
+//!
+//! An opaque byte string under a name (`blob`), published by any member and
+//! awaited by any other: `<dir>/<safe>.<hash>.ddsblob`, written and read
+//! with the same checks as records.
 
+mod blob;
 mod dir;
 mod record;
 
+pub use blob::{blob_file_name, check_size, parse_blob, serialize_blob, Blob, BLOB_MAX_BYTES};
 pub use dir::{
     check_dir, count_done, ensure_dir, my_uid, poll, read_checked, resolve_dir, write_atomic, write_done, DONE_PREFIX,
 };

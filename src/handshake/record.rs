@@ -77,12 +77,17 @@ pub struct Expect {
 
 /// The record file name of variable `name` (no directory).
 pub fn record_file_name(name: &str) -> String {
+    format!("{}{RECORD_SUFFIX}", file_stem(name))
+}
+
+/// `<safe>.<hash>`: the stem of a record's or a blob's file name.
+pub(super) fn file_stem(name: &str) -> String {
     let mut safe: String = name
         .bytes()
         .map(|b| if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' { b as char } else { '_' })
         .collect();
     safe.truncate(SAFE_MAX);
-    format!("{safe}.{:016x}{RECORD_SUFFIX}", fnv1a(name.as_bytes()))
+    format!("{safe}.{:016x}", fnv1a(name.as_bytes()))
 }
 
 pub fn now_ns() -> u64 {

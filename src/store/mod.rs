@@ -27,6 +27,8 @@ use crate::var::{Parts, Variable};
 mod collective;
 pub use collective::Collective;
 use collective::{enter, NO_PAYLOAD};
+mod blob;
+pub use blob::BLOB_MAX_BYTES;
 mod split;
 use split::Split;
 mod gpu;

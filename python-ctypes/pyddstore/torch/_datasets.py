@@ -7,7 +7,6 @@ import json
 import logging
 import operator
 import os
-import time
 
 import numpy as np
 import torch
@@ -19,9 +18,26 @@ from ._schema import (_agree, _Encoded, _Field, _fields_encoder, _handshake_dir,
 
 logger = logging.getLogger("pyddstore.torch")
 
-_POLL_S = 0.05
-# The variable a snapshot keeps a dataset's schema in (DistDataset.save).
+# The variable a snapshot keeps a dataset's schema in (DistDataset.save),
+# and the hand-shake blob a method-2 group publishes it as.
 _SCHEMA_VAR = "__schema__"
+
+
+def _schema_blob(name):
+    return f"{name}/{_SCHEMA_VAR}"
+
+
+def _refuse_old_schema(hs, name):
+    """A hand-shake directory holding the schema file an older pyddstore
+    wrote (`<safe name>.meta.json`; now a library blob) belongs to an older run."""
+    from pyddstore import MismatchError
+    old = os.path.join(hs, _safe_name(name) + ".meta.json")
+    if os.path.exists(old):
+        raise MismatchError(
+            f"dataset '{name}': hand-shake directory {hs} holds {os.path.basename(old)}, a schema in the format of "
+            f"an older pyddstore; schemas are now hand-shake blobs ('{_schema_blob(name)}'), so the publishing "
+            "and reading jobs must both use this pyddstore: remove the directory (or use a fresh one) and "
+            "start the DistDataset job again")
 
 
 # Reads in flight (prefetch).
@@ -401,7 +417,9 @@ class DistDataset(_StoredDataset):
             err = None
             if grank == 0:
                 try:
-                    self._publish_meta(hs, total_ns)
+                    _refuse_old_schema(hs, name)
+                    meta = json.dumps({"total_ns": total_ns, **self.schema}).encode("utf-8")
+                    self.ddstore.publish_blob(_schema_blob(name), meta)
                 except Exception as e:
                     err = e
             _agree(comm, None, err)
@@ -496,23 +514,6 @@ class DistDataset(_StoredDataset):
 
     # -- loading --------------------------------------------------------------
 
-    def _publish_meta(self, hs, total_ns):
-        os.makedirs(hs, exist_ok=True)
-        path = os.path.join(hs, _safe_name(self.name) + ".meta.json")
-        tmp = f"{path}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"total_ns": total_ns, **self.schema}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-
     def _sample(self, source, i, first):
         """Leaves of source[i], checked against the agreed schema."""
         sample = first if i == self._lo and first is not None else source[i]
@@ -594,22 +595,17 @@ class DistDatasetReader(_StoredDataset):
                                  "pass n_core= or set DDSTORE_N_CORE")
             n_core = _args.env_int("DDSTORE_N_CORE", 0, 1, (1 << 31) - 1)
         self.n_core = operator.index(n_core)
-        timeout = _args.env_seconds("DDSTORE_HANDSHAKE_TIMEOUT_S", 300.0)
-        path = os.path.join(hs, _safe_name(name) + ".meta.json")
-        t0 = time.monotonic()
-        while not os.path.exists(path):
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"no dataset '{name}' published in {hs} after {timeout:g} s")
-            time.sleep(_POLL_S)
-        with open(path, encoding="utf-8") as fh:
-            meta = json.load(fh)
-        total_ns = meta.pop("total_ns")
-        self._setup_reading(meta, name, device, total_ns)
+        _refuse_old_schema(hs, name)
 
         import pyddstore
 
         store = pyddstore.PyDDStore(None, method=2, handshake_dir=hs, n_core=self.n_core)
         try:
+            # Waits as dds_join does (DDSTORE_HANDSHAKE_TIMEOUT_S), with the
+            # library's checks on the file.
+            meta = json.loads(store.wait_blob(_schema_blob(name)).decode("utf-8"))
+            total_ns = meta.pop("total_ns")
+            self._setup_reading(meta, name, device, total_ns)
             for f in self._fields:
                 store.join(f.var)
         except BaseException:
