@@ -42,6 +42,7 @@ mod settings;
 pub use settings::Settings;
 mod process;
 mod snapshot;
+mod snapshot_chunks;
 mod snapshot_format;
 mod snapshot_read;
 pub use process::{

@@ -3,79 +3,27 @@
 //! the method-2 records (plain file, this user's, not writable by group or
 //! others, the manifest's length) and verifies every checksum chunk it reads.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+//! Reading a snapshot's shard files for `dds_load` (store/snapshot.rs):
+//! each rank opens only the files holding its new rows, checks them like
+//! the method-2 records (plain file, this user's, not writable by group or
+//! others, the manifest's length) and verifies every checksum chunk it reads
+//! (snapshot_chunks.rs reads them).
+
 use std::path::Path;
 
+use super::snapshot_chunks::{read_pieces, Piece, ShardFile, READERS};
 use super::snapshot_format::{self as format, Manifest};
-use crate::error::{bail, err, Result};
-use crate::handshake::my_uid;
+use crate::error::{bail, Result};
 use crate::var::INDEX_ROW_BYTES;
-
-/// Opens a shard file, checks it like a hand-shake record (plain file, this
-/// user's, not writable by group or others) and its length.
-fn open_checked(path: &Path, want_len: u64) -> Result<File> {
-    let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(Io, "{}: shard file missing", path.display()),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            bail!(Io, "{} is a symbolic link: refusing to trust it", path.display())
-        }
-        Err(e) => bail!(Io, "cannot open {}: {e}", path.display()),
-    };
-    let md = f.metadata().map_err(|e| err!(Io, "cannot stat {}: {e}", path.display()))?;
-    if !md.is_file() {
-        bail!(Io, "{} is not a plain file", path.display());
-    }
-    if md.uid() != my_uid() {
-        bail!(Io, "{} is owned by uid {}, not by this user: refusing to trust it", path.display(), md.uid());
-    }
-    if md.mode() & 0o022 != 0 {
-        bail!(
-            Io,
-            "{} may be written by group or others (mode {:o}): refusing to trust it",
-            path.display(),
-            md.mode() & 0o777
-        );
-    }
-    if md.len() != want_len {
-        bail!(Io, "{}: truncated or resized: {} bytes, the manifest says {want_len}", path.display(), md.len());
-    }
-    Ok(f)
-}
 
 /// Bytes [start, end) of a file of `len` bytes into `out` (exactly that
 /// long), reading and verifying the whole checksum chunks that cover them.
-/// Chunks wholly inside the range are read straight into `out` (no second
-/// copy of up to GiBs); only the partial first and last chunks pass
-/// through a buffer.
-fn read_range(path: &Path, len: u64, sums: &[u64], chunk: u64, (start, end): (u64, u64), out: &mut [u8]) -> Result<()> {
-    debug_assert_eq!(out.len() as u64, end - start);
-    if start == end {
+fn read_range(path: &Path, len: u64, sums: &[u64], chunk: u64, range: (u64, u64), out: &mut [u8]) -> Result<()> {
+    if range.0 == range.1 {
         return Ok(());
     }
-    let f = open_checked(path, len)?;
-    let mut partial = Vec::new();
-    for c in start / chunk..end.div_ceil(chunk) {
-        let (from, to) = (c * chunk, ((c + 1) * chunk).min(len));
-        let (a, b) = (start.max(from), end.min(to));
-        let whole = (a, b) == (from, to);
-        let buf = if whole {
-            &mut out[(from - start) as usize..(to - start) as usize]
-        } else {
-            partial.resize((to - from) as usize, 0);
-            &mut partial[..]
-        };
-        f.read_exact_at(buf, from).map_err(|e| err!(Io, "cannot read {}: {e}", path.display()))?;
-        if crate::hash::fnv1a_wide(buf) != sums[c as usize] {
-            bail!(Io, "{}: checksum mismatch in chunk {c} (bytes {from}..{to})", path.display());
-        }
-        if !whole {
-            out[(a - start) as usize..(b - start) as usize]
-                .copy_from_slice(&partial[(a - from) as usize..(b - from) as usize]);
-        }
-    }
-    Ok(())
+    let file = ShardFile::open(path, len)?;
+    read_pieces(vec![Piece { file, sums, range, out }], chunk, READERS).map(drop)
 }
 
 /// `read_range`, appended to `out`.
@@ -97,24 +45,20 @@ pub(super) fn read_rows(dir: &Path, m: &Manifest, i: usize, (lo, hi): (i64, i64)
     if out.len() as u64 != (hi - lo) as u64 * rb {
         bail!(Internal, "snapshot load: a shard of {} bytes for {} rows of {rb} bytes", out.len(), hi - lo);
     }
-    let mut s0 = 0i64;
+    // Every file's chunks in one pass of the reader threads.
+    let (mut pieces, mut rest, mut s0) = (Vec::new(), out, 0i64);
     for (r, &n) in v.rows.iter().enumerate() {
         let (a, b) = (lo.max(s0), hi.min(s0 + n));
         if a < b {
-            let path = dir.join(format::data_file(i, r));
-            let dst = &mut out[((a - lo) as u64 * rb) as usize..((b - lo) as u64 * rb) as usize];
-            read_range(
-                &path,
-                n as u64 * rb,
-                &v.data_sums[r],
-                m.chunk,
-                ((a - s0) as u64 * rb, (b - s0) as u64 * rb),
-                dst,
-            )?;
+            let file = ShardFile::open(&dir.join(format::data_file(i, r)), n as u64 * rb)?;
+            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(((b - a) as u64 * rb) as usize);
+            rest = tail;
+            let range = ((a - s0) as u64 * rb, (b - s0) as u64 * rb);
+            pieces.push(Piece { file, sums: &v.data_sums[r], range, out: dst });
         }
         s0 += n;
     }
-    Ok(())
+    read_pieces(pieces, m.chunk, READERS).map(drop)
 }
 
 /// Samples [lo, hi) of ragged variable `i`: their rows back to back and
