@@ -49,6 +49,7 @@
 
 mod dir;
 mod record;
+mod remote;
 
 pub use dir::{
     check_dir, count_done, ensure_dir, my_uid, poll, read_checked, resolve_dir, write_atomic, write_done, DONE_PREFIX,
@@ -57,3 +58,4 @@ pub use record::{
     now_ns, parse, record_file_name, serialize, Expect, ProviderCheck, RankRecord, Record, FORMAT_VERSION, MAGIC,
     RECORD_SUFFIX, STATE_PUBLISHED, STATE_WITHDRAWN,
 };
+pub use remote::Published;

@@ -5,7 +5,7 @@ use super::{batch_rows, copy_or_queue, enter, BatchMode, Collective, Method, Sto
 use crate::error::{bail, Result};
 use crate::mpi::{agree, Comm};
 use crate::profile::Timer;
-use crate::transport::exchange::{self, Scratch, Source};
+use crate::transport::Scratch;
 use crate::var::Variable;
 
 impl Store {
@@ -81,7 +81,7 @@ impl Store {
     }
 
     /// Method 0, collective batch mode: the sparse exchange of requests and
-    /// the rounds of rows (transport::exchange).
+    /// the rounds of rows (the transport's move_rows).
     fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
@@ -113,11 +113,8 @@ impl Store {
         let cap = self.cfg.alltoall_max_bytes;
         // Local work only: the destination is untouched until all agree.
         let plan = match (&local, &range) {
-            (Ok((v, idx)), None) => {
-                let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
-                exchange::plan(&src, cap, p as usize, idx, scratch)
-            }
-            _ => exchange::Plan::default(),
+            (Ok((v, idx)), None) => v.transport.plan_rows(&v.source(), cap, p as usize, idx, scratch),
+            _ => Default::default(),
         };
         let payload = [if range.is_some() { me } else { p }, -plan.rounds];
         let ((v, idx), agreed) = enter(&self.comm, call, name, local, payload)?;
@@ -144,16 +141,10 @@ impl Store {
         scratch: &mut Scratch,
     ) -> Result<()> {
         let mut t = Timer::start(self.cfg.profile);
-        let src = Source { layout: &v.layout, shard: &v.shard, near: &v.near, row_bytes: v.row_bytes };
+        let (cap, mode) = (self.cfg.alltoall_max_bytes, self.cfg.batch_exchange);
         // SAFETY: the caller's promise.
-        unsafe { exchange::copy_direct(&src, dst, scratch) };
-        // Rounds are agreed: a rank with nothing to read still serves.
-        if rounds > 0 {
-            let cap = self.cfg.alltoall_max_bytes;
-            // SAFETY: as above.
-            let req = unsafe { exchange::exchange(comm, &src, cap, self.cfg.batch_exchange, rounds, dst, scratch)? };
-            v.counters.requests(req.sent, req.recv);
-        }
+        let req = unsafe { v.transport.move_rows(comm, &v.source(), cap, mode, rounds, dst, scratch)? };
+        v.counters.requests(req.sent, req.recv);
         t.lap(&v.counters.read_ns);
         if rows > 0 {
             v.counters.read_call(rows as u64, scratch.direct_rows() as u64);

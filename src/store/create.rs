@@ -10,10 +10,7 @@ use super::{enter, BatchMode, Collective, GpuSettings, Method, Options, Requests
 use crate::config::{Config, MpiProgress};
 use crate::error::{bail, err, Result};
 use crate::mpi::{self, agree, Comm};
-use crate::transport::exchange::Scratch;
-use crate::transport::fabric::{Fabric, FabricConfig};
-use crate::transport::local::NodeMap;
-use crate::transport::rma_progress::RmaProgress;
+use crate::transport::{network, FabricConfig, Network, NodeMap, RmaProgress, Scratch};
 
 impl Store {
     /// Collective over the communicator whose Fortran handle is `comm_f`.
@@ -90,17 +87,14 @@ impl Store {
             None
         };
         let node = Arc::new(NodeMap::with_width(&comm, cfg.node_local, cfg.node_local_width)?);
-        let fabric = match method {
-            Method::Fabric | Method::Split => Some(Arc::new(Fabric::open(&comm, &fcfg)?)),
-            _ => None,
-        };
+        let network = Network::open(&comm, (method != Method::Mpi).then_some(&fcfg))?;
         let split = match (&split_opts, method) {
             (Some(o), Method::Split) => Some(Split::core(&comm, o, &cfg)?),
             _ => None,
         };
         Ok(Store {
             mpi_lock,
-            fabric,
+            network,
             split,
             async_comm,
             mpi_progress: Mutex::new(mpi_progress),
@@ -124,7 +118,7 @@ impl Store {
             epoch_open: Mutex::new(false),
             exchange: Mutex::new(Scratch::default()),
             mpi_lock: (!mpi::thread_multiple()).then(|| Mutex::new(())),
-            fabric: None,
+            network: Network::default(),
             node,
             split: None,
             gpu,
@@ -220,7 +214,7 @@ pub(super) fn check_nic_map(option: Option<&str>, env: Option<&str>) -> Result<(
         (None, Some(m)) => (m, "DDSTORE_NIC_MAP"),
         (None, None) => return Ok(()),
     };
-    match crate::transport::fabric::select::parse_nic_map_from(map, source) {
+    match network::check_nic_map(map, source) {
         Ok(_) => Ok(()),
         Err(e) => bail!(InvalidArgument, "{e} (in {source}={map:?})"),
     }

@@ -103,10 +103,10 @@ impl Store {
                 Gpu,
                 "GPU {role} buffer for variable '{name}': DDSTORE_GPU_DIRECT=1 forces GPUDirect, but {}; \
                  set DDSTORE_GPU_DIRECT=auto to stage it through host memory",
-                match &self.fabric {
-                    None => "method 0 (MPI) has no FI_HMEM: use method=1 or 2 (libfabric)".to_string(),
-                    Some(f) if !f.caps.hmem => format!("libfabric provider {} reports no FI_HMEM", f.describe()),
-                    Some(f) => format!("{} refused to register it", f.describe()),
+                match (self.network.caps(), self.network.describe()) {
+                    (Some(c), Some(f)) if !c.hmem => format!("libfabric provider {f} reports no FI_HMEM"),
+                    (Some(_), Some(f)) => format!("{f} refused to register it"),
+                    _ => "method 0 (MPI) has no FI_HMEM: use method=1 or 2 (libfabric)".to_string(),
                 }
             ),
         }
@@ -122,12 +122,9 @@ impl Store {
             Method::Mpi => {
                 format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code())
             }
-            _ if self.fabric.as_ref().is_some_and(|f| f.caps.hmem) => {
+            _ if self.network.caps().is_some_and(|c| c.hmem) => {
                 // FI_HMEM domain: only a refused registration ends here.
-                format!(
-                    "could not be registered for GPUDirect by {}",
-                    self.fabric.as_ref().map_or(String::new(), |f| f.describe())
-                )
+                format!("could not be registered for GPUDirect by {}", self.network.describe().unwrap_or_default())
             }
             _ => {
                 "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none"
@@ -416,7 +413,7 @@ impl Store {
     }
 
     fn caps_of(&self, v: &crate::var::Variable) -> Option<direct::Caps> {
-        v.transport.fabric().map(|f| f.fabric().caps)
+        v.transport.caps()
     }
 
     /// Where a refused GPUDirect registration sends the buffer (or the
@@ -432,7 +429,7 @@ impl Store {
 
     /// The interface a new variable's shard is registered with (FI_HMEM).
     pub(super) fn shard_iface(&self) -> Option<Iface> {
-        let caps = self.fabric.as_ref().map(|f| f.caps);
+        let caps = self.network.caps();
         if self.gpu.mode == Mode::Off {
             return None;
         }

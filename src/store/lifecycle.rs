@@ -118,7 +118,7 @@ impl Store {
         if let Some(mut p) = self.mpi_progress.lock().take() {
             p.stop();
         }
-        if self.fabric.is_some() && mpi::running() {
+        if self.network.peers_read_unannounced() && mpi::running() {
             if let Err(e) = self.comm.barrier() {
                 first_err.get_or_insert(e);
             }

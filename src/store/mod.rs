@@ -13,10 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::Config;
 use crate::error::{bail, Result};
 use crate::mpi::Comm;
-use crate::transport::exchange::Scratch;
-use crate::transport::fabric::Fabric;
-use crate::transport::local::NodeMap;
-use crate::transport::rma_progress::RmaProgress;
+use crate::transport::{Network, NodeMap, RmaProgress, Scratch};
 use crate::var::Variable;
 
 mod batch;
@@ -136,8 +133,9 @@ pub struct Store {
     batch_mode: BatchMode,
     /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
     mpi_lock: Option<Mutex<()>>,
-    /// Method 1: the store's fabric, domain and endpoints.
-    fabric: Option<Arc<Fabric>>,
+    /// How peers' shards are reached: MPI windows (method 0) or the
+    /// store's fabric, domain and endpoints (methods 1 and 2).
+    network: Network,
     /// Which store ranks share this node (node-local reads).
     node: Arc<NodeMap>,
     /// Method 2: role, hand-shake directory and state (split.rs).
@@ -151,7 +149,7 @@ pub struct Store {
     /// caller's collectives.
     async_comm: Option<Comm>,
     /// Method 0: the thread that lets MPI serve peers' passive-target reads
-    /// while this rank's caller makes no MPI call (transport::rma_progress).
+    /// while this rank's caller makes no MPI call (transport::RmaProgress).
     mpi_progress: Mutex<Option<RmaProgress>>,
 }
 

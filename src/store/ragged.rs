@@ -13,7 +13,7 @@
 //! fixed-row batch: collective or one-sided, as the store's batch mode),
 //! then the payload ranges: one-sided transports post one read per sample
 //! (adjacent ones merged), same-node samples are copied, and the method-0
-//! collective mode moves the ranges by `transport::ranges`.
+//! collective mode moves the ranges by the transport's `move_ranges`.
 
 use std::collections::BTreeMap;
 
@@ -22,8 +22,7 @@ use crate::error::{bail, err, Result};
 use crate::gpu::MemKind;
 use crate::mpi::agree;
 use crate::profile::Timer;
-use crate::transport::exchange::Scratch;
-use crate::transport::ranges::{self, Range};
+use crate::transport::{Range, Scratch};
 use crate::var::{RaggedIndex, Variable, INDEX_ROW_BYTES};
 
 use super::{validate_shape, Collective, Shape, Store};
@@ -412,7 +411,7 @@ impl Store {
     }
 
     /// Method-0 collective payload moves: same-node samples copied, the
-    /// others by the agreed rounds of `transport::ranges`. `checked` is this
+    /// others by the agreed rounds of the transport's `move_ranges`. `checked` is this
     /// rank's destination check (its rows); one all-reduce agrees on it, on
     /// samples too long for a round, and on the number of rounds, before
     /// any byte moves. Returns (rows, rows copied directly).
@@ -448,7 +447,7 @@ impl Store {
         }
         let (me, p) = (self.comm.rank() as i64, self.comm.size() as i64);
         let local = checked.and_then(|rows| {
-            let starts = ranges::round_starts(&travel, rb, self.cfg.alltoall_max_bytes, p as usize)?;
+            let starts = v.transport.plan_ranges(&travel, rb, self.cfg.alltoall_max_bytes, p as usize)?;
             Ok((rows, starts))
         });
         let n = local.as_ref().map_or(0, |(_, s)| s.len() as i64);
@@ -470,7 +469,7 @@ impl Store {
             let (lo, hi) = v.layout.shard(self.comm.rank());
             // SAFETY: every range's destination lies inside dst (above).
             let tr = unsafe {
-                ranges::exchange(
+                v.transport.move_ranges(
                     &self.comm,
                     &v.shard,
                     (hi - lo) as u64,

@@ -7,10 +7,7 @@ use crate::error::{bail, err, Error, Result};
 use crate::layout::Layout;
 use crate::mpi::{self, agree};
 use crate::shard::Shard;
-use crate::transport::fabric::FabricVar;
-use crate::transport::local::Near;
-use crate::transport::mpi_rma::RmaVar;
-use crate::transport::{ReadCtx, Transport};
+use crate::transport::{Near, ReadCtx};
 use crate::var::{Parts, Variable};
 
 impl Store {
@@ -139,12 +136,9 @@ impl Store {
         // MPI may fail a window on some ranks only (Open MPI does, when no
         // one-sided component suits the window): every rank fails together.
         // A rank whose part succeeded leaks it: freeing is collective.
-        // (Store policy, not a transport match: the store's method picks
-        // the transport of every variable it registers.)
-        let transport = match &self.fabric {
-            Some(f) => FabricVar::new(f, &shard, &self.comm, self.shard_iface()).map(Transport::Fabric),
-            None => RmaVar::new(&shard, &self.comm).map(Transport::Rma),
-        };
+        // (The store's method chose its network at dds_create: it picks
+        // the transport of every variable the store registers.)
+        let transport = self.network.transport_for(&shard, &self.comm, self.shard_iface());
         let transport =
             agree(&self.comm, transport).map_err(|e| Error::new(e.kind, format!("variable '{name}': {}", e.msg)))?;
         self.publish_if_core(record, &s, &layout, &transport)?;

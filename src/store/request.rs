@@ -49,8 +49,8 @@ use super::{Collective, Method, Store};
 use crate::config::RequestPriority;
 use crate::error::{bail, err, Error, Result};
 use crate::gpu::{self, MemKind, Mode};
-use crate::transport::exchange::Scratch;
 use crate::transport::waiting;
+use crate::transport::Scratch;
 
 /// Threads of the one-sided lane: two keep one read waiting on the network
 /// while the next is being posted; more would only contend for the cores

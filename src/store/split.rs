@@ -17,13 +17,11 @@ use parking_lot::Mutex;
 use super::{validate_shape, Collective, Method, Options, Shape, Store};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
-use crate::handshake::{self as hs, Expect, ProviderCheck, RankRecord, Record};
+use crate::handshake::{self as hs, Expect, ProviderCheck, Published, Record};
 use crate::layout::Layout;
 use crate::mpi::{agree, Comm};
 use crate::shard::Shard;
-use crate::transport::fabric::{select, Fabric, FabricConfig, FabricVar};
-use crate::transport::local::{Near, NodeMap};
-use crate::transport::Transport;
+use crate::transport::{network, FabricConfig, Near, NodeMap, Reader, Transport};
 use crate::var::{Parts, Variable};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +42,7 @@ pub struct Split {
     /// Extra: how to open the reader fabric at the first join.
     fcfg: FabricConfig,
     /// Extra: the reader fabric (opened by the first join).
-    reader: Mutex<Option<Arc<Fabric>>>,
+    reader: Mutex<Option<Reader>>,
     /// Extra: sessions of the core stores joined (for dds_extra_done).
     sessions: Mutex<BTreeSet<u64>>,
     /// Extra: distinguishes this process's stores in done-file names.
@@ -102,33 +100,19 @@ impl Split {
     }
 
     /// Core, collective: rank 0 writes the record of a new variable.
-    fn publish(&self, comm: &Comm, name: &str, s: &Shape, layout: &Layout, f: &FabricVar) -> Result<()> {
+    /// The transport describes how to reach the shards (`Transport::remote`).
+    fn publish(&self, comm: &Comm, name: &str, s: &Shape, layout: &Layout, t: &Transport) -> Result<()> {
         let local = if comm.rank() == 0 {
-            let fab = f.fabric();
-            let ranks = (0..comm.size())
-                .map(|r| {
-                    let (key, base) = f.key_base(r);
-                    let (lo, hi) = layout.shard(r);
-                    RankRecord { addr: fab.address(r).to_vec(), key, base, rows: hi - lo }
+            let rows: Vec<i64> = (0..comm.size()).map(|r| layout.shard(r)).map(|(lo, hi)| hi - lo).collect();
+            let shape =
+                Published { name, session: self.session, row_elems: s.row_elems, item_size: s.item_size, rows: &rows };
+            t.remote(comm.size())
+                .map(|remote| Record::published(shape, remote))
+                .and_then(|rec| hs::serialize(&rec))
+                .and_then(|b| {
+                    hs::ensure_dir(&self.dir)?;
+                    hs::write_atomic(&self.dir, &hs::record_file_name(name), &b)
                 })
-                .collect();
-            let (provider, domain, addr_format) = fab.identity();
-            let rec = Record {
-                state: hs::STATE_PUBLISHED,
-                session: self.session,
-                written_ns: hs::now_ns(),
-                name: name.to_string(),
-                provider,
-                domain,
-                addr_format,
-                row_elems: s.row_elems,
-                item_size: s.item_size,
-                ranks,
-            };
-            hs::serialize(&rec).and_then(|b| {
-                hs::ensure_dir(&self.dir)?;
-                hs::write_atomic(&self.dir, &hs::record_file_name(name), &b)
-            })
         } else {
             Ok(())
         };
@@ -175,7 +159,7 @@ impl Split {
 
     /// Extra: the reader fabric, opened at the first join with the record's
     /// provider (unless one was named), checked against every later record.
-    fn reader_for(&self, rec: &Record, what: &str) -> Result<Arc<Fabric>> {
+    fn reader_for(&self, rec: &Record, what: &str) -> Result<Reader> {
         let mut slot = self.reader.lock();
         let fab = match slot.as_ref() {
             Some(f) => f.clone(),
@@ -187,7 +171,7 @@ impl Split {
                         cfg.iface = Some(rec.domain.clone());
                     }
                 }
-                let f = Arc::new(Fabric::open_reader(&cfg)?);
+                let f = Reader::open(&cfg)?;
                 *slot = Some(f.clone());
                 f
             }
@@ -249,8 +233,8 @@ impl Store {
 
     /// Core side of registration: publish the record (collective).
     pub(super) fn publish_if_core(&self, name: &str, s: &Shape, layout: &Layout, t: &Transport) -> Result<()> {
-        match (&self.split, t.fabric()) {
-            (Some(sp), Some(f)) if sp.is_core() => sp.publish(&self.comm, name, s, layout, f),
+        match &self.split {
+            Some(sp) if sp.is_core() => sp.publish(&self.comm, name, s, layout, t),
             _ => Ok(()),
         }
     }
@@ -328,7 +312,7 @@ impl Store {
             n_core: sp.n_core,
             provider: open
                 .or_else(|| sp.fcfg.provider.clone())
-                .map(|p| ProviderCheck { name: select::normalize_provider(&p), matches: select::provider_matches }),
+                .map(|p| ProviderCheck { name: network::normalize_provider(&p), matches: network::provider_matches }),
             row,
         };
         let found = hs::poll(sp.timeout, || match hs::read_checked(&path)? {
@@ -359,13 +343,7 @@ impl Store {
         let row_bytes = validate_shape(name, &shape).map_err(|e| err!(Io, "{what}: {}", e.msg))?;
         let counts: Vec<i64> = rec.ranks.iter().map(|r| r.rows).collect();
         let layout = Layout::from_counts(&counts).map_err(|e| err!(Io, "{what}: {}", e.msg))?;
-        let addrs: Vec<Vec<u8>> = rec.ranks.iter().map(|r| r.addr.clone()).collect();
-        let fv = FabricVar::joined(
-            &fab,
-            &addrs,
-            rec.ranks.iter().map(|r| r.key).collect(),
-            rec.ranks.iter().map(|r| r.base).collect(),
-        )?;
+        let transport = fab.join(&rec.remote())?;
         let var = Variable::new(Parts {
             name: name.to_string(),
             row_elems: rec.row_elems,
@@ -375,7 +353,7 @@ impl Store {
             rank: usize::MAX,
             shard: Shard::zeroed(0)?,
             near: Near::remote_only(),
-            transport: Transport::Fabric(fv),
+            transport,
         });
         Ok((var, rec.session))
     }
@@ -407,7 +385,7 @@ impl Store {
             let local = if self.comm.rank() == 0 { sp.withdraw(name, &vars[name]) } else { Ok(()) };
             agree(&self.comm, local)?;
         }
-        if self.fabric.is_some() {
+        if self.network.peers_read_unannounced() {
             self.comm.barrier()?;
         }
         let mut v = vars.remove(name).expect("checked above");
