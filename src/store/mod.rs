@@ -27,6 +27,7 @@ mod ragged;
 mod reads;
 mod registry;
 mod request;
+mod request_threads;
 mod settings;
 mod snapshot;
 mod snapshot_format;
@@ -44,7 +45,7 @@ pub use process::{
 pub use ragged::RaggedSpec;
 use reads::{batch_rows, copy_or_queue, Tally};
 use registry::validate_shape;
-pub use request::{Request, Requests};
+pub use request_threads::{Request, Requests};
 pub use settings::Settings;
 use split::Split;
 
