@@ -1,7 +1,8 @@
 //! Device buffers at the store level: which path a read into device memory
 //! takes, staging it through host memory, and device sources of add/update.
 //!
-//! Everything here sits in front of the host-memory operations of store/mod.rs:
+//! Everything here sits in front of the host-memory reads of store/reads.rs and
+//! store/batch.rs (gpu_route.rs chooses the path):
 //! a staged read is a sequence of ordinary reads into pinned bounce buffers,
 //! each followed by a host-to-device copy. So every method and transport
 //! (MPI, libfabric, node-local copies) gets device destinations at once.

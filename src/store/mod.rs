@@ -33,8 +33,10 @@ mod request_threads;
 mod settings;
 mod snapshot;
 mod snapshot_format;
+mod snapshot_load;
 mod snapshot_read;
 mod split;
+mod split_extra;
 
 pub use collective::Collective;
 use collective::{enter, NO_PAYLOAD};
