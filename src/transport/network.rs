@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::fabric::{select, Fabric, FabricConfig, FabricVar};
+use super::fabric::{nic_map, select, Fabric, FabricConfig, FabricVar};
 use super::mpi_rma::RmaVar;
 use super::Transport;
 use crate::error::{bail, Result};
@@ -60,7 +60,7 @@ impl Network {
 
 /// Checks the syntax of a NIC map (`source` names where it came from).
 pub fn check_nic_map(map: &str, source: &str) -> std::result::Result<(), String> {
-    select::parse_nic_map_from(map, source).map(|_| ())
+    nic_map::parse_nic_map_from(map, source).map(|_| ())
 }
 
 /// A provider name as records and the fabric compare it.
