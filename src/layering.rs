@@ -5,7 +5,10 @@
 //! layer or one above it, and not one further down: what a layer needs from
 //! deeper down comes through the layer below it (capi reaches gpu and mpi
 //! through store::process, for instance). EXCEPTIONS lists the uses that
-//! skip layers, each with its reason.
+//! skip layers, each with its reason. A module with a FACADE is named from
+//! outside only by its root and the submodules listed there: the store
+//! hands requests to a variable's transport and never names a concrete
+//! transport (MPI windows, the exchange, the fabric, node-local maps).
 
 /// Top-level modules, from the C boundary down. A module's layer is its
 /// index here; the last `LEAF_LAYERS` layers are the leaves, which every
@@ -38,9 +41,10 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     // gpu::direct::{Direct, Iface}), which live with the code that acts on
     // them; gpu::direct in turn reads config's switch words.
     ("config", "gpu"),
-    // The store builds each variable's parts before var holds them: the
-    // transport (windows, fabric MRs, node-local maps) and its reads and
-    // exchange plans, which the store's dispatch drives.
+    // The store builds each variable's parts before var holds them: its
+    // transport (through transport::Network, which chooses it) and the
+    // node-local view, and hands the transport checked reads, one-sided or
+    // collective. Only through the transport's facade (FACADES).
     ("store", "transport"),
     // dds_add and the method-2 joins compute a new variable's layout and
     // map or allocate its shard, then hand both to var::Variable.
@@ -62,6 +66,10 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     // The fabric registers device memory by its interface (gpu::direct).
     ("transport", "gpu"),
 ];
+
+/// Modules that other modules may name only through their root and the
+/// submodules listed: a transport's protocol is its own (docs/dev/architecture.md).
+const FACADES: &[(&str, &[&str])] = &[("transport", &["network", "waiting"])];
 
 /// Whether a module of layer `mine` may name one of layer `used` by the
 /// layer rule alone: the layer directly below, or a leaf below it.
@@ -101,6 +109,35 @@ fn crate_refs(text: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The submodules of `module` a source text names through
+/// `crate::module::` (lower-case path segments: items at its root, which
+/// are types and functions, are not modules), with the line of each.
+fn submodule_refs(text: &str, module: &str) -> Vec<(usize, String)> {
+    let head = format!("crate::{module}::");
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find(&head) {
+            rest = &rest[at + head.len()..];
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name = name.trim_start();
+                let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(name.len());
+                if end > 0 && name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                    out.push((n + 1, name[..end].to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Every use in the sources under `src` that breaks the table, as
 /// "file:line: a uses b".
 fn violations(src: &std::path::Path) -> Vec<String> {
@@ -124,6 +161,16 @@ fn violations(src: &std::path::Path) -> Vec<String> {
             continue;
         };
         let text = std::fs::read_to_string(&p).unwrap();
+        for (module, open) in FACADES.iter().filter(|(m, _)| *m != top) {
+            for (line, sub) in submodule_refs(&text, module).into_iter().filter(|(_, s)| !open.contains(&s.as_str())) {
+                found.push(format!(
+                    "src/{}:{line}: '{top}' names {module}::{sub}, which is behind {module}'s facade \
+                     (reach it through {module}'s root or {}; see layering::FACADES)",
+                    rel.display(),
+                    open.join(", ")
+                ));
+            }
+        }
         for (line, used) in crate_refs(&text) {
             if used == top || EXCEPTIONS.contains(&(top, used.as_str())) {
                 continue;
@@ -163,6 +210,15 @@ mod tests {
                     use crate::{mpi::Comm, gpu};\n";
         let got: Vec<String> = crate_refs(text).into_iter().map(|(_, m)| m).collect();
         assert_eq!(got, ["store", "copy", "mpi", "gpu"]);
+    }
+
+    #[test]
+    fn submodules_behind_a_facade_are_found() {
+        let text = "use crate::transport::{network, Near, fabric::Fabric};\n// crate::transport::local\n\
+                    let r = crate::transport::mpi_rma::RmaVar::new;\nuse crate::transport::Transport;\n";
+        let got: Vec<(usize, String)> = submodule_refs(text, "transport");
+        let want = [(1, "network"), (1, "fabric"), (3, "mpi_rma")].map(|(l, s)| (l, s.to_string()));
+        assert_eq!(got, want);
     }
 
     #[test]

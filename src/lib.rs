@@ -9,12 +9,14 @@
 //! - [`capi`]: the only `extern "C"` items; handles, C strings, status codes,
 //!   and a panic boundary around every entry point;
 //! - [`store`]: a store's communicator, its registry of variables, dispatch,
-//!   and the agreement that makes collective calls fail on all ranks together;
+//!   and the agreement that makes collective calls fail on all ranks
+//!   together; it checks a request and hands it to the variable's transport;
 //! - [`var`]: one registered variable (shape, checks, its transport);
 //!   [`handshake`]: the method-2 record format (pure: no MPI, no libfabric);
 //! - [`transport`]: moving rows between ranks (method 0: MPI windows and
 //!   the collective exchange; methods 1 and 2: libfabric; node-local shared
-//!   memory);
+//!   memory), behind one facade (`Transport`, `Network`): the store never
+//!   names a concrete transport;
 //! - [`layout`], [`shard`]: row ownership and shard memory;
 //! - [`mpi`]: small wrappers over mpi-sys; [`gpu`]: device memory
 //!   (classification, staging);
@@ -22,7 +24,7 @@
 //!   [`profile`] (counters), [`copy`] (the row copy), [`hash`] (FNV-1a).
 //!
 //! The layers are written once, in src/layering.rs, whose test fails when a
-//! module uses one above it. docs/dev/architecture.md has the map, a read's path
+//! module uses one above it or names a concrete transport from above. docs/dev/architecture.md has the map, a read's path
 //! and the one-source lists.
 
 // Only `capi` is the library's interface (the C ABI). The modules marked

@@ -7,8 +7,7 @@ use crate::error::{bail, Result};
 use crate::layout::Layout;
 use crate::profile::Counters;
 use crate::shard::Shard;
-use crate::transport::local::Near;
-use crate::transport::Transport;
+use crate::transport::{Near, Source, Transport};
 
 pub struct Variable {
     pub name: String,
@@ -74,6 +73,11 @@ impl Variable {
             recv: Mutex::new(Vec::new()),
             ragged: None,
         }
+    }
+
+    /// This variable's rows as a collective batch reads them.
+    pub fn source(&self) -> Source<'_> {
+        Source { layout: &self.layout, shard: &self.shard, near: &self.near, row_bytes: self.row_bytes }
     }
 
     /// Rows held by this rank.

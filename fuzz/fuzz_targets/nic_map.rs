@@ -2,7 +2,7 @@
 //! at least one CPU from the map text.
 #![no_main]
 
-use ddstore::transport::fabric::select::{nic_for_affinity, parse_nic_map};
+use ddstore::transport::fabric::nic_map::{nic_for_affinity, parse_nic_map};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

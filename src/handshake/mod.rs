@@ -56,6 +56,7 @@
 mod blob;
 mod dir;
 mod record;
+mod remote;
 
 pub use blob::{blob_file_name, check_size, parse_blob, serialize_blob, Blob, BLOB_MAX_BYTES};
 pub use dir::{
@@ -65,3 +66,4 @@ pub use record::{
     now_ns, parse, record_file_name, serialize, Expect, ProviderCheck, RankRecord, Record, FORMAT_VERSION, MAGIC,
     RECORD_SUFFIX, STATE_PUBLISHED, STATE_WITHDRAWN,
 };
+pub use remote::Published;

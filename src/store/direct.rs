@@ -9,7 +9,6 @@
 
 use crate::error::{bail, Error, Result};
 use crate::gpu::direct::Iface;
-use crate::transport::fabric::FabricVar;
 use crate::var::Variable;
 
 use super::Store;
@@ -32,8 +31,8 @@ impl Store {
         self.check_running()?;
         self.with_var(name, |v| {
             let Some((owner, offset)) = self.check_get(v, dst_bytes, start, count)? else { return Ok(None) };
-            let f = fabric_of(v)?;
-            let mr = match f.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
+            check_fabric(v)?;
+            let mr = match v.transport.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
                 Ok(mr) => mr,
                 Err(e) => return Ok(Some(e)),
             };
@@ -63,8 +62,8 @@ impl Store {
             if idx.is_empty() {
                 return Ok(None);
             }
-            let f = fabric_of(v)?;
-            let mr = match f.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
+            check_fabric(v)?;
+            let mr = match v.transport.direct_mr(dst, dst_bytes, hmem, desc, &v.counters) {
                 Ok(mr) => mr,
                 Err(e) => return Ok(Some(e)),
             };
@@ -78,9 +77,11 @@ impl Store {
     }
 }
 
-fn fabric_of(v: &Variable) -> Result<&FabricVar> {
-    match v.transport.fabric() {
-        Some(f) => Ok(f),
-        None => bail!(Internal, "variable '{}': a GPUDirect read needs a fabric transport", v.name),
+/// A GPUDirect route is only chosen for a fabric (gpu/direct.rs); an error
+/// here, before the registration, is not mistaken for its refusal.
+fn check_fabric(v: &Variable) -> Result<()> {
+    if v.transport.caps().is_none() {
+        bail!(Internal, "variable '{}': a GPUDirect read needs a fabric transport", v.name);
     }
+    Ok(())
 }

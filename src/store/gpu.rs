@@ -1,17 +1,18 @@
 //! Device buffers at the store level: which path a read into device memory
 //! takes, staging it through host memory, and device sources of add/update.
 //!
-//! Everything here sits in front of the host-memory operations of store/mod.rs:
+//! Everything here sits in front of the host-memory reads of store/reads.rs and
+//! store/batch.rs (gpu_route.rs chooses the path):
 //! a staged read is a sequence of ordinary reads into pinned bounce buffers,
 //! each followed by a host-to-device copy. So every method and transport
 //! (MPI, libfabric, node-local copies) gets device destinations at once.
 
 use crate::config::Config;
 use crate::error::{bail, err, Result};
-use crate::gpu::direct::{self, Direct, Iface, Mem, Refusal, Route};
+use crate::gpu::direct::{Direct, Iface, Route};
 use crate::gpu::{self, MemKind, Mode, Path, Stream};
 
-use super::{Method, Options, Store, Tally};
+use super::{Options, Store, Tally};
 
 /// A store's device-memory settings, fixed at creation.
 #[derive(Clone, Copy, Debug)]
@@ -97,65 +98,6 @@ impl Store {
             bail!(Gpu, "a stream was given but no GPU driver is usable: {why}; pass NULL");
         }
         Ok(())
-    }
-
-    /// The error of a refused buffer.
-    pub(super) fn refusal(&self, why: Refusal, role: &str, name: &str) -> crate::error::Error {
-        match why {
-            Refusal::StagingOff => match self.check_staging(role, name) {
-                Err(e) => e,
-                Ok(()) => err!(Internal, "GPU {role} buffer for variable '{name}' refused with staging on"),
-            },
-            Refusal::DirectUnavailable => err!(
-                Gpu,
-                "GPU {role} buffer for variable '{name}': DDSTORE_GPU_DIRECT=1 forces GPUDirect, but {}; \
-                 set DDSTORE_GPU_DIRECT=auto to stage it through host memory",
-                match &self.fabric {
-                    None => "method 0 (MPI) has no FI_HMEM: use method=1 or 2 (libfabric)".to_string(),
-                    Some(f) if !f.caps.hmem => format!("libfabric provider {} reports no FI_HMEM", f.describe()),
-                    Some(f) if f.device_mr_refused.get().is_some() => format!(
-                        "the registration was refused: {}",
-                        f.device_mr_refused.get().map_or("", |m| m.as_str())
-                    ),
-                    Some(f) => format!("{} refused to register it", f.describe()),
-                }
-            ),
-        }
-    }
-
-    /// Refuses device memory when staging is off and GPUDirect does not
-    /// serve it.
-    pub(super) fn check_staging(&self, role: &str, name: &str) -> Result<()> {
-        if self.gpu.staging {
-            return Ok(());
-        }
-        let how = match self.method {
-            Method::Mpi => {
-                format!("requires method=1 or 2 (libfabric) with GPUDirect, got method={}", self.method.code())
-            }
-            _ if self.fabric.as_ref().is_some_and(|f| f.caps.hmem) => {
-                // FI_HMEM domain: only a refused registration ends here.
-                let f = self.fabric.as_ref().expect("checked above");
-                let why = if f.device_mr_refused.get().is_some() {
-                    " (its libfabric was built without this GPU's memory interface)"
-                } else {
-                    ""
-                };
-                format!("could not be registered for GPUDirect by {}{why}", f.describe())
-            }
-            _ => {
-                "requires a provider with FI_HMEM (GPUDirect, e.g. DDSTORE_FABRIC=cxi); this store's provider has none"
-                    .to_string()
-            }
-        };
-        bail!(Gpu, "GPU {role} buffer for variable '{name}' {how}, and DDSTORE_GPU_STAGING=0 forbids staging through host memory")
-    }
-
-    pub(super) fn rocm_unstaged(role: &str, name: &str) -> crate::error::Error {
-        err!(
-            Gpu,
-            "GPU {role} buffer for variable '{name}' is ROCm memory: this build classifies it but cannot copy it yet"
-        )
     }
 
     /// Host dst with a stream: the stream's queued work (which may still use
@@ -402,81 +344,6 @@ impl Store {
                     bail!(Gpu, "device memory needs a libddstore built with the `cuda` feature")
                 }
             }
-        }
-    }
-
-    /// How a `dds_register_recv` buffer is registered: `Some(None)` with
-    /// the transport as host memory, `Some(Some(hmem))` as GPUDirect memory
-    /// of that interface and device, `None` not at all (staged: rows reach
-    /// it through bounce buffers; or GPUDirect without descriptors).
-    pub fn recv_route(&self, name: &str, p: *const u8) -> Result<Option<Option<(Iface, i32)>>> {
-        let kind = self.mem_kind(p)?;
-        match self.route_of(name, kind)? {
-            Route::Host => Ok(Some(None)),
-            Route::Direct { iface, device, desc } => Ok(desc.then_some(Some((iface, device)))),
-            Route::Staged if kind == MemKind::Host => Ok(Some(None)),
-            Route::Staged => match kind {
-                MemKind::Rocm(_) => Err(Self::rocm_unstaged("destination", name)),
-                _ => Ok(None),
-            },
-            Route::Refused(why) => Err(self.refusal(why, "destination", name)),
-        }
-    }
-
-    /// A GPUDirect `dds_register_recv` the provider refused: nothing is
-    /// registered and reads into the buffer are staged, as for `dds_get`;
-    /// the error when staging is off or GPUDirect is forced.
-    pub(super) fn recv_refused(&self, name: &str, p: *const u8, refused: crate::error::Error) -> Result<()> {
-        match self.fallback_route(self.mem_kind(p)?, &refused)? {
-            Route::Refused(why) => Err(self.refusal(why, "destination", name)),
-            _ => Ok(()),
-        }
-    }
-
-    /// The route of a buffer of `kind` for variable `name`.
-    pub(super) fn route_of(&self, name: &str, kind: MemKind) -> Result<Route> {
-        let caps = self.with_var(name, |v| Ok(self.caps_of(v)))?;
-        Ok(direct::route(caps, Mem::of(kind, self.gpu.host_as), self.gpu.direct, self.gpu.staging))
-    }
-
-    fn caps_of(&self, v: &crate::var::Variable) -> Option<direct::Caps> {
-        v.transport.fabric().map(|f| f.fabric().device_caps())
-    }
-
-    /// Where a refused GPUDirect registration sends the buffer (or the
-    /// error, with the provider's reason, when DDSTORE_GPU_DIRECT=1).
-    fn fallback_route(&self, kind: MemKind, refused: &crate::error::Error) -> Result<Route> {
-        match direct::on_refusal(Mem::of(kind, self.gpu.host_as), self.gpu.direct, self.gpu.staging) {
-            Route::Refused(Refusal::DirectUnavailable) => {
-                bail!(Gpu, "DDSTORE_GPU_DIRECT=1 forces GPUDirect, but the registration was refused: {}", refused.msg)
-            }
-            r => Ok(r),
-        }
-    }
-
-    /// The interface a new variable's shard is registered with (FI_HMEM).
-    pub(super) fn shard_iface(&self) -> Option<Iface> {
-        let caps = self.fabric.as_ref().map(|f| f.caps);
-        if self.gpu.mode == Mode::Off {
-            return None;
-        }
-        direct::shard_iface(caps, self.gpu.direct, self.gpu.host_as)
-    }
-
-    /// `dds_var_info.device_path` of variable `v`: GPUDirect where a CUDA
-    /// buffer (or, with the testing aid, a host one) would go direct.
-    pub(super) fn device_path(&self, v: &crate::var::Variable) -> Path {
-        let base = self.gpu.path();
-        let probe = match (base, self.gpu.host_as) {
-            (Path::HostOnly, Some(_)) if self.gpu.mode != Mode::Off => MemKind::Host,
-            (Path::HostOnly, _) => return base,
-            _ => MemKind::Cuda(0),
-        };
-        match direct::route(self.caps_of(v), Mem::of(probe, self.gpu.host_as), self.gpu.direct, self.gpu.staging) {
-            Route::Direct { .. } => Path::GpuDirect,
-            Route::Refused(_) => Path::Refused,
-            Route::Staged => Path::Staged,
-            Route::Host => base,
         }
     }
 

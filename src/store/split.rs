@@ -1,30 +1,26 @@
 //! Method 2 (split jobs) on the store: the core side publishes a record per
-//! variable and withdraws it when the variable is freed; extra members
-//! create a store without a communicator, join records and read over the
-//! fabric exactly as method 1 does. The file format lives in
-//! `handshake`.
+//! variable and withdraws it when the variable is freed, and waits for
+//! extras to be done; remove. Extra members (split_extra.rs) create a store
+//! without a communicator, join records and read over the fabric exactly as
+//! method 1 does. The file format lives in `handshake`.
 //!
 //! A child module of `store`, so it sees the store's fields.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{validate_shape, Collective, Method, Options, Shape, Store};
+use super::{Collective, Options, Shape, Store};
 use crate::config::Config;
 use crate::error::{bail, err, Result};
-use crate::handshake::{self as hs, Expect, ProviderCheck, RankRecord, Record};
+use crate::handshake::{self as hs, Expect, Published, Record};
 use crate::layout::Layout;
 use crate::mpi::{agree, Comm};
-use crate::shard::Shard;
-use crate::transport::fabric::{select, Fabric, FabricConfig, FabricVar};
-use crate::transport::local::{Near, NodeMap};
-use crate::transport::Transport;
-use crate::var::{Parts, Variable};
+use crate::transport::{FabricConfig, Reader, Transport};
+use crate::var::Variable;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -42,18 +38,18 @@ pub struct Split {
     pub session: u64,
     pub timeout: Duration,
     /// Extra: how to open the reader fabric at the first join.
-    fcfg: FabricConfig,
+    pub(super) fcfg: FabricConfig,
     /// Extra: the reader fabric (opened by the first join).
-    reader: Mutex<Option<Arc<Fabric>>>,
+    pub(super) reader: Mutex<Option<Reader>>,
     /// Extra: sessions of the core stores joined (for dds_extra_done).
-    sessions: Mutex<BTreeSet<u64>>,
+    pub(super) sessions: Mutex<BTreeSet<u64>>,
     /// Extra: distinguishes this process's stores in done-file names.
-    seq: u64,
+    pub(super) seq: u64,
 }
 
-static EXTRA_SEQ: AtomicU64 = AtomicU64::new(0);
+pub(super) static EXTRA_SEQ: AtomicU64 = AtomicU64::new(0);
 
-fn dir_of(o: &Options, cfg: &Config) -> PathBuf {
+pub(super) fn dir_of(o: &Options, cfg: &Config) -> PathBuf {
     hs::resolve_dir(o.handshake_dir.as_deref(), cfg.handshake_dir.as_deref())
 }
 
@@ -93,42 +89,28 @@ impl Split {
         })
     }
 
-    fn is_core(&self) -> bool {
+    pub(super) fn is_core(&self) -> bool {
         self.role == Role::Core
     }
 
-    fn record_path(&self, name: &str) -> PathBuf {
+    pub(super) fn record_path(&self, name: &str) -> PathBuf {
         self.dir.join(hs::record_file_name(name))
     }
 
     /// Core, collective: rank 0 writes the record of a new variable.
-    fn publish(&self, comm: &Comm, name: &str, s: &Shape, layout: &Layout, f: &FabricVar) -> Result<()> {
+    /// The transport describes how to reach the shards (`Transport::remote`).
+    fn publish(&self, comm: &Comm, name: &str, s: &Shape, layout: &Layout, t: &Transport) -> Result<()> {
         let local = if comm.rank() == 0 {
-            let fab = f.fabric();
-            let ranks = (0..comm.size())
-                .map(|r| {
-                    let (key, base) = f.key_base(r);
-                    let (lo, hi) = layout.shard(r);
-                    RankRecord { addr: fab.address(r).to_vec(), key, base, rows: hi - lo }
+            let rows: Vec<i64> = (0..comm.size()).map(|r| layout.shard(r)).map(|(lo, hi)| hi - lo).collect();
+            let shape =
+                Published { name, session: self.session, row_elems: s.row_elems, item_size: s.item_size, rows: &rows };
+            t.remote(comm.size())
+                .map(|remote| Record::published(shape, remote))
+                .and_then(|rec| hs::serialize(&rec))
+                .and_then(|b| {
+                    hs::ensure_dir(&self.dir)?;
+                    hs::write_atomic(&self.dir, &hs::record_file_name(name), &b)
                 })
-                .collect();
-            let (provider, domain, addr_format) = fab.identity();
-            let rec = Record {
-                state: hs::STATE_PUBLISHED,
-                session: self.session,
-                written_ns: hs::now_ns(),
-                name: name.to_string(),
-                provider,
-                domain,
-                addr_format,
-                row_elems: s.row_elems,
-                item_size: s.item_size,
-                ranks,
-            };
-            hs::serialize(&rec).and_then(|b| {
-                hs::ensure_dir(&self.dir)?;
-                hs::write_atomic(&self.dir, &hs::record_file_name(name), &b)
-            })
         } else {
             Ok(())
         };
@@ -175,7 +157,7 @@ impl Split {
 
     /// Extra: the reader fabric, opened at the first join with the record's
     /// provider (unless one was named), checked against every later record.
-    fn reader_for(&self, rec: &Record, what: &str) -> Result<Arc<Fabric>> {
+    pub(super) fn reader_for(&self, rec: &Record, what: &str) -> Result<Reader> {
         let mut slot = self.reader.lock();
         let fab = match slot.as_ref() {
             Some(f) => f.clone(),
@@ -187,7 +169,7 @@ impl Split {
                         cfg.iface = Some(rec.domain.clone());
                     }
                 }
-                let f = Arc::new(Fabric::open_reader(&cfg)?);
+                let f = Reader::open(&cfg)?;
                 *slot = Some(f.clone());
                 f
             }
@@ -200,37 +182,6 @@ impl Split {
 }
 
 impl Store {
-    /// Method 2 extra member: local, no collective; `comm_f` is not used.
-    pub(super) fn create_extra(o: Options) -> Result<Store> {
-        if o.n_core <= 0 {
-            bail!(
-                InvalidArgument,
-                "a method-2 extra member needs n_core > 0 (the core job's rank count), got {}",
-                o.n_core
-            );
-        }
-        let cfg = Config::from_env()?;
-        super::check_nic_map(o.nic_map.as_deref(), cfg.nic_map.as_deref())?;
-        let gpu = super::GpuSettings::resolve(&o, &cfg)?;
-        let fcfg = super::fabric_config(&o, &cfg, &gpu);
-        let dir = dir_of(&o, &cfg);
-        hs::ensure_dir(&dir)?;
-        let comm = Comm::dup_self()?;
-        let node = Arc::new(NodeMap::new(&comm, false)?);
-        let split = Split {
-            role: Role::Extra,
-            dir,
-            n_core: o.n_core as usize,
-            session: 0,
-            timeout: Duration::from_secs_f64(cfg.handshake_timeout_s),
-            fcfg,
-            reader: Mutex::new(None),
-            sessions: Mutex::new(BTreeSet::new()),
-            seq: EXTRA_SEQ.fetch_add(1, Ordering::Relaxed),
-        };
-        Ok(Store { split: Some(split), ..Store::empty(comm, Method::Split, cfg, node, gpu) })
-    }
-
     pub(super) fn is_extra(&self) -> bool {
         self.split.as_ref().is_some_and(|s| !s.is_core())
     }
@@ -249,8 +200,8 @@ impl Store {
 
     /// Core side of registration: publish the record (collective).
     pub(super) fn publish_if_core(&self, name: &str, s: &Shape, layout: &Layout, t: &Transport) -> Result<()> {
-        match (&self.split, t.fabric()) {
-            (Some(sp), Some(f)) if sp.is_core() => sp.publish(&self.comm, name, s, layout, f),
+        match &self.split {
+            Some(sp) if sp.is_core() => sp.publish(&self.comm, name, s, layout, t),
             _ => Ok(()),
         }
     }
@@ -270,114 +221,6 @@ impl Store {
             }
         }
         first
-    }
-
-    /// Method 2 extra member: waits for the record of `name` (polling with
-    /// a back-off up to DDSTORE_HANDSHAKE_TIMEOUT_S), checks it, and makes
-    /// the variable readable. `row`: the expected (elements, item size).
-    pub fn join(&self, name: &str, row: Option<(i64, i32)>) -> Result<()> {
-        let (var, session) = self.join_var(name, name, row)?;
-        self.insert_joined(name, var, session)
-    }
-
-    /// Method 2 extra member: `join` for a ragged variable, whose index the
-    /// core job published in a record of its own.
-    pub fn join_ragged(&self, name: &str, row: Option<(i64, i32)>) -> Result<()> {
-        let (mut var, session) = self.join_var(name, name, row)?;
-        let (index, _) = self.join_var(name, &super::ragged::index_record_name(name), Some((2, 8)))?;
-        var.ragged = Some(Box::new(crate::var::RaggedIndex { index }));
-        self.insert_joined(name, var, session)
-    }
-
-    fn insert_joined(&self, name: &str, var: Variable, session: u64) -> Result<()> {
-        let mut vars = self.vars.write();
-        if vars.contains_key(name) {
-            bail!(DuplicateVariable, "variable '{name}' is already joined in this store");
-        }
-        vars.insert(name.to_string(), var);
-        if let Some(sp) = &self.split {
-            sp.sessions.lock().insert(session);
-        }
-        Ok(())
-    }
-
-    /// Waits for and checks the record `record` of variable `name`, and
-    /// returns the variable it describes and the core store's session.
-    fn join_var(&self, name: &str, record: &str, row: Option<(i64, i32)>) -> Result<(Variable, u64)> {
-        self.check_running()?;
-        let sp = match &self.split {
-            Some(sp) if !sp.is_core() => sp,
-            Some(_) => bail!(BadState, "cannot join '{name}': dds_join is only valid for method-2 extra members, and this store is a method-2 core member (it publishes with dds_add/dds_init)"),
-            None => bail!(BadState, "cannot join '{name}': dds_join is only valid for method-2 extra members (this store uses method {})", self.method.code()),
-        };
-        if let Some((e, i)) = row {
-            validate_shape(name, &Shape { local_rows: 0, row_elems: e, item_size: i })?;
-        }
-        if self.vars.read().contains_key(name) {
-            bail!(DuplicateVariable, "variable '{name}' is already joined in this store (dds_remove it to join again)");
-        }
-        // The directory may have been replaced or opened up since dds_create.
-        if let Ok(m) = std::fs::metadata(&sp.dir) {
-            hs::check_dir(&sp.dir, &m)?;
-        }
-        let path = sp.record_path(record);
-        let what = path.display().to_string();
-        let open = sp.reader.lock().as_ref().map(|f| f.provider().to_string());
-        let want = Expect {
-            name: record.to_string(),
-            n_core: sp.n_core,
-            provider: open
-                .or_else(|| sp.fcfg.provider.clone())
-                .map(|p| ProviderCheck { name: select::normalize_provider(&p), matches: select::provider_matches }),
-            row,
-        };
-        let found = hs::poll(sp.timeout, || match hs::read_checked(&path)? {
-            None => Ok(None),
-            Some(b) => hs::parse(&b, &what, &want).map(Some),
-        })?;
-        let Some(rec) = found else {
-            bail!(
-                Timeout,
-                "no core job published variable '{name}' in hand-shake directory {} within {:.1} s (waited for {}; \
-                 DDSTORE_HANDSHAKE_TIMEOUT_S); check that the core job runs and uses the same directory",
-                sp.dir.display(),
-                sp.timeout.as_secs_f64(),
-                what
-            );
-        };
-        if rec.state == hs::STATE_WITHDRAWN {
-            bail!(
-                BadState,
-                "variable '{name}' in hand-shake directory {} was withdrawn by its core job (freed with dds_remove or \
-                 dds_destroy, {:.1} s ago): nothing serves it; start the core job again (and use a fresh directory per run)",
-                sp.dir.display(),
-                hs::now_ns().saturating_sub(rec.written_ns) as f64 * 1e-9
-            );
-        }
-        let fab = sp.reader_for(&rec, &what)?;
-        let shape = Shape { local_rows: 0, row_elems: rec.row_elems, item_size: rec.item_size };
-        let row_bytes = validate_shape(name, &shape).map_err(|e| err!(Io, "{what}: {}", e.msg))?;
-        let counts: Vec<i64> = rec.ranks.iter().map(|r| r.rows).collect();
-        let layout = Layout::from_counts(&counts).map_err(|e| err!(Io, "{what}: {}", e.msg))?;
-        let addrs: Vec<Vec<u8>> = rec.ranks.iter().map(|r| r.addr.clone()).collect();
-        let fv = FabricVar::joined(
-            &fab,
-            &addrs,
-            rec.ranks.iter().map(|r| r.key).collect(),
-            rec.ranks.iter().map(|r| r.base).collect(),
-        )?;
-        let var = Variable::new(Parts {
-            name: name.to_string(),
-            row_elems: rec.row_elems,
-            item_size: rec.item_size,
-            row_bytes,
-            layout,
-            rank: usize::MAX,
-            shard: Shard::zeroed(0)?,
-            near: Near::remote_only(),
-            transport: Transport::Fabric(fv),
-        });
-        Ok((var, rec.session))
     }
 
     /// Frees one variable. Core members (every method): collective; method 2
@@ -407,28 +250,11 @@ impl Store {
             let local = if self.comm.rank() == 0 { sp.withdraw(name, &vars[name]) } else { Ok(()) };
             agree(&self.comm, local)?;
         }
-        if self.fabric.is_some() {
+        if self.network.peers_read_unannounced() {
             self.comm.barrier()?;
         }
         let mut v = vars.remove(name).expect("checked above");
         v.free()
-    }
-
-    /// Method 2 extra member: announces that this store has finished
-    /// reading, to every core store it joined. Local.
-    pub fn extra_done(&self) -> Result<()> {
-        let sp = match &self.split {
-            Some(sp) if !sp.is_core() => sp,
-            _ => bail!(BadState, "dds_extra_done is only valid for method-2 extra members"),
-        };
-        let sessions = sp.sessions.lock().clone();
-        if sessions.is_empty() {
-            bail!(BadState, "dds_extra_done: this extra member has not joined any variable (nothing to announce)");
-        }
-        for s in sessions {
-            hs::write_done(&sp.dir, s, sp.seq)?;
-        }
-        Ok(())
     }
 
     /// Method 2 core, collective: waits until `n` extra members have called

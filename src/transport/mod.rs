@@ -12,21 +12,34 @@
 //! * [`waiting`]: how a read waits, by the thread it runs on.
 
 // `fabric` is reachable from outside for the fuzz targets and
-// tests/remote_access.rs (lib.rs); the rest only inside the crate.
+// tests/remote_access.rs (lib.rs); the rest only inside the crate. Layers
+// above name only this module, `network`, `collective`, `remote` and
+// `waiting` (src/layering.rs checks it), never a concrete transport.
+mod collective;
 pub(crate) mod exchange;
 pub mod fabric;
 pub(crate) mod local;
 pub(crate) mod mpi_rma;
+pub(crate) mod network;
 pub(crate) mod ranges;
+mod remote;
 pub(crate) mod rma_progress;
 pub(crate) mod waiting;
+
+pub use exchange::{Scratch, Source};
+pub use fabric::FabricConfig;
+pub use local::{Near, NodeMap};
+pub use network::Network;
+pub use ranges::Range;
+pub use remote::{Reader, Remote, RemoteRank};
+pub use rma_progress::RmaProgress;
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::error::{bail, Result};
-use crate::gpu::direct::Iface;
+use crate::error::Result;
+use crate::gpu::direct::{Caps, Iface};
 use crate::profile::{Counters, Timer};
 use fabric::mr::Mr;
 use fabric::{FabricVar, Op};
@@ -115,12 +128,30 @@ impl Transport {
         }
     }
 
-    /// The fabric variable, for what only methods 1 and 2 have (GPUDirect
-    /// reads, provider capabilities, hand-shake records).
-    pub fn fabric(&self) -> Option<&FabricVar> {
+    /// The capabilities device buffers are routed by (less FI_HMEM once
+    /// the provider refused device memory); None for MPI, which has none.
+    pub fn caps(&self) -> Option<Caps> {
         match self {
-            Transport::Fabric(f) => Some(f),
+            Transport::Fabric(f) => Some(f.fabric().device_caps()),
             Transport::Rma(_) => None,
+        }
+    }
+
+    /// GPUDirect: the registration of `[dst, dst + len)` as memory of
+    /// `hmem`'s interface and device, or None when reads need no
+    /// descriptor (`desc` false). An error is the provider's refusal, which
+    /// the caller falls back from; only the fabric reads device memory.
+    pub fn direct_mr(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        hmem: (Iface, i32),
+        desc: bool,
+        counters: &Counters,
+    ) -> Result<Option<Arc<Mr>>> {
+        match self {
+            Transport::Fabric(f) => f.direct_mr(dst, len, hmem, desc, counters),
+            Transport::Rma(_) => network::needs_fabric("a GPUDirect read"),
         }
     }
 
@@ -186,7 +217,7 @@ impl Reads<'_> {
     pub fn run_direct(&self, mr: Option<&Arc<Mr>>, cx: &ReadCtx) -> Result<()> {
         match self {
             Reads::Fabric(f, ops) => f.read_direct(ops, mr, cx.counters, cx.profile),
-            Reads::Rma(..) => bail!(Internal, "a GPUDirect read needs a fabric transport"),
+            Reads::Rma(..) => network::needs_fabric("a GPUDirect read"),
         }
     }
 }

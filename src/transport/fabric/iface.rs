@@ -5,6 +5,7 @@ use libfabric_sys::*;
 
 use super::domain::{Fabric, FabricConfig};
 use super::info::{ip_of, list_entries, query};
+use super::nic_map;
 use super::select::{self, Request};
 use crate::error::{err, Result};
 use crate::mpi::{agree, Comm};
@@ -52,8 +53,8 @@ impl Fabric {
         let mut iface = cfg.iface.clone();
         if iface.is_none() {
             if let Some(map) = &cfg.nic_map {
-                let parsed = select::parse_nic_map(map).map_err(|e| err!(InvalidArgument, "{e}"))?;
-                iface = select::nic_for_affinity(&parsed, &select::affinity());
+                let parsed = nic_map::parse_nic_map(map).map_err(|e| err!(InvalidArgument, "{e}"))?;
+                iface = nic_map::nic_for_affinity(&parsed, &nic_map::affinity());
                 if iface.is_some() {
                     origin = IfaceOrigin::NicMap;
                 }

@@ -1,6 +1,7 @@
 //! Method 1: one-sided reads over libfabric (RDMA where the network has it).
 //!
-//! * [`select`]: provider and domain choice (environment, options, NIC map);
+//! * [`select`]: provider and domain choice (environment, options);
+//!   [`nic_map`]: the NIC map that picks an interface by CPU affinity;
 //! * [`domain`]: one fabric/domain/address vector per store and the serving
 //!   endpoint with its [`progress`] thread; [`pool`]: its reader endpoints;
 //!   [`iface`]: the network interface, agreed across nodes; [`info`]: the
@@ -12,7 +13,7 @@
 //! Addresses are exchanged over MPI when the store is created; each
 //! variable's key and base address when it is registered (collective).
 
-// domain, mr (tests/remote_access.rs) and select (fuzz/) are reachable
+// domain, mr (tests/remote_access.rs), select and nic_map (fuzz/) are reachable
 // from outside the crate; the others are not.
 pub mod domain;
 pub(crate) mod endpoint;
@@ -20,6 +21,7 @@ pub(crate) mod engine;
 pub(crate) mod iface;
 pub(crate) mod info;
 pub mod mr;
+pub mod nic_map;
 pub(crate) mod pool;
 pub(crate) mod progress;
 pub mod select;
