@@ -24,6 +24,7 @@ use crate::transport::rma_progress::RmaProgress;
 use crate::transport::{ReadCtx, Reads, Transport};
 use crate::var::{Parts, Variable};
 
+mod batch_mode;
 mod collective;
 pub use collective::Collective;
 use collective::{enter, NO_PAYLOAD};
@@ -130,6 +131,8 @@ pub struct Store {
     exchange: Mutex<Scratch>,
     /// Method 0: how `dds_get_batch` runs (the same on every rank).
     batch_mode: BatchMode,
+    /// Method 0, auto batch mode: each variable's choice (batch_mode.rs).
+    auto: batch_mode::Auto,
     /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
     mpi_lock: Option<Mutex<()>>,
     /// Method 1: the store's fabric, domain and endpoints.
@@ -209,7 +212,7 @@ impl Store {
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
         // Every rank agreed on the method and batch mode (above).
         let async_comm = match (method, cfg.batch_mode, &mpi_lock) {
-            (Method::Mpi, BatchMode::Collective, None) => Some(comm.dup()?),
+            (Method::Mpi, BatchMode::Collective | BatchMode::Auto, None) => Some(comm.dup()?),
             _ => None,
         };
         // Agreed, so that every rank runs the thread or none does (it is
@@ -258,6 +261,7 @@ impl Store {
         requests.set_test_delay(cfg.test_request_delay_s);
         Store {
             batch_mode: cfg.batch_mode,
+            auto: Default::default(),
             comm,
             method,
             cfg,
@@ -415,6 +419,7 @@ impl Store {
         let transport =
             agree(&self.comm, transport).map_err(|e| Error::new(e.kind, format!("variable '{name}': {}", e.msg)))?;
         self.publish_if_core(record, &s, &layout, &transport)?;
+        self.auto.reset(name);
         Ok(Variable::new(Parts {
             name: name.to_string(),
             row_elems: s.row_elems,
@@ -569,6 +574,9 @@ impl Store {
             let idx = indices?;
             let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
             return self.batch_onesided(v, dst, dst_bytes, idx, tally);
+        }
+        if let (BatchMode::Auto, Some(v)) = (self.batch_mode, var) {
+            return self.batch_auto(v, dst, dst_bytes, indices, tally);
         }
         let local = indices.and_then(|idx| match var {
             None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
@@ -729,7 +737,10 @@ impl Store {
     }
 
     pub fn profile(&self, name: &str) -> Result<(Snapshot, bool)> {
-        self.with_var(name, |v| Ok((v.counters.snapshot(v.row_bytes), self.cfg.profile)))
+        let mode = self.batch_mode_of(name);
+        self.with_var(name, |v| {
+            Ok((Snapshot { batch_mode: mode, ..v.counters.snapshot(v.row_bytes) }, self.cfg.profile))
+        })
     }
 
     /// Collective: opens (`open` true) or closes a read epoch. Makes local
@@ -872,7 +883,11 @@ fn progress_auto(comm: &Comm, thread_multiple: bool) -> Result<bool> {
 /// naming the setting, where it comes from, two ranks and their values.
 fn check_same_settings(world: &Comm, method: Method, width: i64, cfg: &Config) -> Result<()> {
     use crate::config::Exchange;
-    let mode = |v: i64| if v == BatchMode::Onesided as i64 { "onesided" } else { "collective" };
+    let mode = |v: i64| match v {
+        x if x == BatchMode::Onesided as i64 => "onesided",
+        x if x == BatchMode::Auto as i64 => "auto",
+        _ => "collective",
+    };
     let exchange = |v: i64| match v {
         x if x == Exchange::Alltoallv as i64 => "alltoallv",
         x if x == Exchange::SendRecv as i64 => "sendrecv",
