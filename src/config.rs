@@ -222,12 +222,12 @@ pub struct Config {
     /// variable between one choice and the next timing of both modes
     /// (0: never again after the first).
     pub batch_auto_recheck: u64,
-    /// `DDSTORE_TEST_BATCH_AUTO_DELAY_S` (testing aid): in the auto batch
-    /// mode, every timed batch of the mode a variable runs in now (the
-    /// collective one before the first choice) sleeps this long first, so
-    /// the other mode wins each check and a test sees the mode switch.
-    /// 0 (default): none.
-    pub test_batch_auto_delay_s: f64,
+    /// `DDSTORE_TEST_BATCH_AUTO_PENALTY_S` (testing aid): in the auto batch
+    /// mode, this many seconds are added to the measured time of every timed
+    /// batch of the mode a variable runs in now (the collective one before
+    /// the first choice), so the other mode wins each check whatever the
+    /// machine's load and a test sees the mode switch. 0 (default): none.
+    pub test_batch_auto_penalty_s: f64,
     /// `DDSTORE_MAX_READ_BYTES`: longest single RDMA read; longer rows are split.
     pub max_read_bytes: u64,
     /// `DDSTORE_READ_TIMEOUT_S`: bound on waiting for one read to complete.
@@ -338,9 +338,9 @@ impl Config {
                 text("DDSTORE_BATCH_AUTO_RECHECK"),
                 DEFAULT_BATCH_AUTO_RECHECK,
             )?,
-            test_batch_auto_delay_s: seconds(
-                "DDSTORE_TEST_BATCH_AUTO_DELAY_S",
-                text("DDSTORE_TEST_BATCH_AUTO_DELAY_S"),
+            test_batch_auto_penalty_s: seconds(
+                "DDSTORE_TEST_BATCH_AUTO_PENALTY_S",
+                text("DDSTORE_TEST_BATCH_AUTO_PENALTY_S"),
                 0.0,
             )?,
             max_read_bytes: bytes_in(
@@ -649,7 +649,7 @@ mod tests {
             ("DDSTORE_BATCH_AUTO_RECHECK", "often"),
             ("DDSTORE_BATCH_AUTO_RECHECK", "1e3"),
             ("DDSTORE_BATCH_AUTO_RECHECK", "1099511627777"),
-            ("DDSTORE_TEST_BATCH_AUTO_DELAY_S", "-0.5"),
+            ("DDSTORE_TEST_BATCH_AUTO_PENALTY_S", "-0.5"),
             ("DDSTORE_GPU", "sometimes"),
             ("DDSTORE_GPU_STAGING", "2"),
             ("DDSTORE_GPU_STAGING_BYTES", "0"),

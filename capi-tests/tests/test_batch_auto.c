@@ -1,9 +1,12 @@
 /* Method 0's auto batch mode (issue 40 item 3; store/batch_mode.rs).
  *
  * A check is 8 timed batches (C O O C C O O C) and one deciding batch; the
- * testing aid DDSTORE_TEST_BATCH_AUTO_DELAY_S, set on rank 0 only, slows
- * every timed batch of the mode in use there, so each check picks the
- * other mode and every rank must adopt rank 0's view. With
+ * testing aid DDSTORE_TEST_BATCH_AUTO_PENALTY_S, set on rank 0 only, adds
+ * 1000 s to the measured time of every timed batch of the mode in use
+ * there, so each check picks the other mode whatever the machine's load
+ * (a collective batch of 4 busy-polling ranks on 2 loaded cores can take
+ * longer than any sleep a test could afford) and every rank must adopt
+ * rank 0's view. With
  * DDSTORE_BATCH_AUTO_RECHECK=3 a variable's calls are: 8 probes, decide,
  * 3 runs, and again; so the mode flips O, C, O, C at calls 9, 21, 33, 45.
  *
@@ -26,7 +29,7 @@
 
 enum { ELEMS = 8, B = 64, CHECK_CALLS = 9, RECHECK = 3 };
 static const size_t RB = ELEMS * sizeof(double);
-static const char *DELAY = "0.1"; /* dwarfs a batch of 64 rows even on a loaded machine */
+static const char *PENALTY = "1000";
 
 static int64_t rows_of(int r) { return 30 + (r * 7) % 10; }
 static int64_t first_row_of(int r) {
@@ -35,16 +38,16 @@ static int64_t first_row_of(int r) {
   return g;
 }
 
-static dds_store *make(int mode, const char *recheck, const char *delay) {
+static dds_store *make(int mode, const char *recheck, const char *penalty) {
   if (recheck) setenv("DDSTORE_BATCH_AUTO_RECHECK", recheck, 1);
-  if (delay) setenv("DDSTORE_TEST_BATCH_AUTO_DELAY_S", t_rank == 0 ? delay : "0", 1);
+  if (penalty) setenv("DDSTORE_TEST_BATCH_AUTO_PENALTY_S", t_rank == 0 ? penalty : "0", 1);
   dds_options o;
   dds_store *s = NULL;
   CHECK(dds_options_init(&o));
   o.batch_mode = mode;
   CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));
   unsetenv("DDSTORE_BATCH_AUTO_RECHECK");
-  unsetenv("DDSTORE_TEST_BATCH_AUTO_DELAY_S");
+  unsetenv("DDSTORE_TEST_BATCH_AUTO_PENALTY_S");
   return s;
 }
 
@@ -89,7 +92,7 @@ static int mode_after(int k) {
 }
 
 static void test_switching(void) {
-  dds_store *s = make(DDS_BATCH_AUTO, "3", DELAY);
+  dds_store *s = make(DDS_BATCH_AUTO, "3", PENALTY);
   add(s, "x", 31);
   double *dst = malloc(RB * B);
   int64_t idx[B];
@@ -136,7 +139,7 @@ static void bad_call(dds_store *s, double *dst, int64_t *idx, int everyone_fails
 }
 
 static void test_errors(void) {
-  dds_store *s = make(DDS_BATCH_AUTO, "3", DELAY);
+  dds_store *s = make(DDS_BATCH_AUTO, "3", PENALTY);
   add(s, "x", 31);
   add(s, "e", 32);
   double *dst = malloc(RB * B);
