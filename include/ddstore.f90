@@ -54,6 +54,7 @@ module ddstore
   integer(c_int32_t), parameter, public :: DDS_BATCH_ENV = -1
   integer(c_int32_t), parameter, public :: DDS_BATCH_COLLECTIVE = 0
   integer(c_int32_t), parameter, public :: DDS_BATCH_ONESIDED = 1
+  integer(c_int32_t), parameter, public :: DDS_BATCH_AUTO = 2
   integer(c_int32_t), parameter, public :: DDS_CALL_ADD = 1
   integer(c_int32_t), parameter, public :: DDS_CALL_GET_BATCH = 2
   integer(c_int32_t), parameter, public :: DDS_CALL_REMOVE = 3
@@ -143,6 +144,9 @@ module ddstore
     integer(c_int64_t) :: cq_ns = 0
     integer(c_int64_t) :: req_bytes_sent = 0
     integer(c_int64_t) :: req_bytes_recv = 0
+    integer(c_int64_t) :: batch_mode = 0
+    integer(c_int64_t) :: batch_checks = 0
+    integer(c_int64_t) :: batch_calls_onesided = 0
   end type c_dds_counters
 
   ! ---- Friendly types ----
@@ -190,8 +194,8 @@ module ddstore
     integer :: method = 0                     ! `DDS_METHOD_MPI`, `DDS_METHOD_FABRIC` or `DDS_METHOD_SPLIT`.
     ! `DDS_ROLE_CORE`, or `DDS_ROLE_EXTRA` for a method-2 extra member.
     integer :: role = 0
-    ! `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (methods 1 and 2 are always one-sided); never
-    ! `DDS_BATCH_ENV`.
+    ! `DDS_BATCH_COLLECTIVE`, `DDS_BATCH_ONESIDED` or `DDS_BATCH_AUTO` (methods 1 and 2 are always
+    ! one-sided); never `DDS_BATCH_ENV`.
     integer :: batch_mode = 0
     ! `DDS_GPU_OFF`, `DDS_GPU_AUTO` or `DDS_GPU_REQUIRE`; never `DDS_GPU_ENV`.
     integer :: gpu = 0
@@ -230,6 +234,14 @@ module ddstore
     ! Method-0 collective batches: bytes of requests this rank received from other ranks (what it
     ! was asked for, and the counts).
     integer(c_int64_t) :: req_bytes_recv = 0
+    ! Method 0: the mode this variable's batches run in now, `DDS_BATCH_COLLECTIVE` or
+    ! `DDS_BATCH_ONESIDED` (in the auto batch mode, the last check's choice; collective before the
+    ! first).
+    integer(c_int64_t) :: batch_mode = 0
+    ! Auto batch mode: checks made (each times both modes and chooses).
+    integer(c_int64_t) :: batch_checks = 0
+    ! Auto batch mode: batches that ran one-sided (timed ones included).
+    integer(c_int64_t) :: batch_calls_onesided = 0
   end type dds_counters_t
 
   ! ---- Raw interface: one bind(C) interface per function of ddstore.h ----
@@ -949,6 +961,9 @@ contains
       counters%cq_ns = raw%cq_ns
       counters%req_bytes_sent = raw%req_bytes_sent
       counters%req_bytes_recv = raw%req_bytes_recv
+      counters%batch_mode = raw%batch_mode
+      counters%batch_checks = raw%batch_checks
+      counters%batch_calls_onesided = raw%batch_calls_onesided
     end if
     call finish(st, status)
   end subroutine dds_profile

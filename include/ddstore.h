@@ -42,6 +42,11 @@
 // `dds_options.batch_mode`: method-0 batches are one-sided and thread-safe.
 #define DDS_BATCH_ONESIDED 1
 
+// `dds_options.batch_mode`: method-0 batches are called as collective; per
+// variable the store times both modes and keeps the faster (every rank
+// must make every call, even while one-sided is chosen).
+#define DDS_BATCH_AUTO 2
+
 // `dds_fail_collective`: the call is `dds_add` or `dds_init`.
 #define DDS_CALL_ADD 1
 
@@ -206,8 +211,10 @@ typedef struct dds_options {
   // decides, else collective), `DDS_BATCH_COLLECTIVE` (DDStore 3.0: every
   // rank calls, the same number of times, from one thread) or
   // `DDS_BATCH_ONESIDED` (pipelined passive-target gets: no matching calls,
-  // thread-safe). Must be the same on every rank. Methods 1 and 2 are
-  // always one-sided. (A later field: older callers get the default.)
+  // thread-safe) or `DDS_BATCH_AUTO` (called as collective; each variable
+  // runs in the mode its first batches found faster). Must be the same on
+  // every rank. Methods 1 and 2 are always one-sided. (A later field:
+  // older callers get the default.)
   int32_t batch_mode;
 } dds_options;
 
@@ -221,8 +228,8 @@ typedef struct dds_settings {
   int32_t method;
   // `DDS_ROLE_CORE`, or `DDS_ROLE_EXTRA` for a method-2 extra member.
   int32_t role;
-  // `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (methods 1 and 2 are
-  // always one-sided); never `DDS_BATCH_ENV`.
+  // `DDS_BATCH_COLLECTIVE`, `DDS_BATCH_ONESIDED` or `DDS_BATCH_AUTO`
+  // (methods 1 and 2 are always one-sided); never `DDS_BATCH_ENV`.
   int32_t batch_mode;
   // `DDS_GPU_OFF`, `DDS_GPU_AUTO` or `DDS_GPU_REQUIRE`; never `DDS_GPU_ENV`.
   int32_t gpu;
@@ -319,6 +326,16 @@ typedef struct dds_counters {
   // Method-0 collective batches: bytes of requests this rank received
   // from other ranks (what it was asked for, and the counts).
   uint64_t req_bytes_recv;
+  // Method 0: the mode this variable's batches run in now,
+  // `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (in the auto batch
+  // mode, the last check's choice; collective before the first). Methods
+  // 1 and 2: `DDS_BATCH_ONESIDED`. (A later field, as are the two
+  // below: older callers pass a smaller `struct_size`.)
+  uint64_t batch_mode;
+  // Auto batch mode: checks made (each times both modes and chooses).
+  uint64_t batch_checks;
+  // Auto batch mode: batches that ran one-sided (timed ones included).
+  uint64_t batch_calls_onesided;
 } dds_counters;
 
 #ifdef __cplusplus

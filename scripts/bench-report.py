@@ -29,6 +29,7 @@ NOISE_LIMIT = 0.10  # replaced by the run's --max-noise
 GROUP_NOTE = {
     "mpi": "method 0, node-local reads off: remote rows over MPI; floors timed interleaved with it",
     "mpi onesided": "method 0 in the one-sided batch mode (pipelined MPI_Get), node-local reads off",
+    "mpi auto": "method 0 in the auto batch mode (each variable keeps the faster of the two), node-local reads off",
     "mpi+local": "method 0, node-local reads on (the default): rows of this node copied from shared memory",
     "fabric:shm": "method 1, libfabric shm provider, node-local reads off",
     "fabric:tcp": "method 1, libfabric tcp;ofi_rxm on lo, node-local reads off",

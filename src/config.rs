@@ -31,6 +31,11 @@ pub enum BatchMode {
     /// Each call reads on its own with pipelined passive-target gets: no
     /// matching calls, any number of threads.
     Onesided,
+    /// Calls as in `Collective`; per variable, the store times both modes
+    /// on its first batches, keeps the faster (agreed by every rank) and
+    /// checks again every `DDSTORE_BATCH_AUTO_RECHECK` batches
+    /// (store/batch_mode.rs).
+    Auto,
 }
 
 impl BatchMode {
@@ -40,9 +45,10 @@ impl BatchMode {
             -1 => Ok(None),
             0 => Ok(Some(BatchMode::Collective)),
             1 => Ok(Some(BatchMode::Onesided)),
+            2 => Ok(Some(BatchMode::Auto)),
             _ => bail!(
                 InvalidArgument,
-                "batch_mode {code} is not -1 (DDSTORE_BATCH_MODE), 0 (collective) or 1 (one-sided)"
+                "batch_mode {code} is not -1 (DDSTORE_BATCH_MODE), 0 (collective), 1 (one-sided) or 2 (auto)"
             ),
         }
     }
@@ -210,8 +216,18 @@ pub struct Config {
     /// (`auto`, `alltoallv` or `sendrecv`).
     pub batch_exchange: Exchange,
     /// `DDSTORE_BATCH_MODE`: method-0 `dds_get_batch` is `collective`
-    /// (default) or `onesided` (`dds_options.batch_mode` overrides it).
+    /// (default), `onesided` or `auto` (`dds_options.batch_mode` overrides it).
     pub batch_mode: BatchMode,
+    /// `DDSTORE_BATCH_AUTO_RECHECK`: in the auto batch mode, batches of a
+    /// variable between one choice and the next timing of both modes
+    /// (0: never again after the first).
+    pub batch_auto_recheck: u64,
+    /// `DDSTORE_TEST_BATCH_AUTO_PENALTY_S` (testing aid): in the auto batch
+    /// mode, this many seconds are added to the measured time of every timed
+    /// batch of the mode a variable runs in now (the collective one before
+    /// the first choice), so the other mode wins each check whatever the
+    /// machine's load and a test sees the mode switch. 0 (default): none.
+    pub test_batch_auto_penalty_s: f64,
     /// `DDSTORE_MAX_READ_BYTES`: longest single RDMA read; longer rows are split.
     pub max_read_bytes: u64,
     /// `DDSTORE_READ_TIMEOUT_S`: bound on waiting for one read to complete.
@@ -314,8 +330,19 @@ impl Config {
             batch_mode: match text("DDSTORE_BATCH_MODE").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
                 None | Some("collective") => BatchMode::Collective,
                 Some("onesided") | Some("one-sided") => BatchMode::Onesided,
-                Some(v) => bail!(InvalidArgument, "DDSTORE_BATCH_MODE={v:?} is not one of collective, onesided"),
+                Some("auto") => BatchMode::Auto,
+                Some(v) => bail!(InvalidArgument, "DDSTORE_BATCH_MODE={v:?} is not one of collective, onesided, auto"),
             },
+            batch_auto_recheck: batches(
+                "DDSTORE_BATCH_AUTO_RECHECK",
+                text("DDSTORE_BATCH_AUTO_RECHECK"),
+                DEFAULT_BATCH_AUTO_RECHECK,
+            )?,
+            test_batch_auto_penalty_s: seconds(
+                "DDSTORE_TEST_BATCH_AUTO_PENALTY_S",
+                text("DDSTORE_TEST_BATCH_AUTO_PENALTY_S"),
+                0.0,
+            )?,
             max_read_bytes: bytes_in(
                 "DDSTORE_MAX_READ_BYTES",
                 text("DDSTORE_MAX_READ_BYTES"),
@@ -425,6 +452,24 @@ pub fn ranks(var: &str, value: Option<String>) -> Result<u64> {
     match v.trim().parse::<u64>() {
         Ok(n) if (1..=MAX_NODE_LOCAL_WIDTH).contains(&n) => Ok(n),
         _ => bail!(InvalidArgument, "{var}={v:?} is not a whole number of ranks in [1, {MAX_NODE_LOCAL_WIDTH}]"),
+    }
+}
+
+/// `DDSTORE_BATCH_AUTO_RECHECK`'s default: a few per cent of the batches
+/// are timed again (each check runs `batch_mode::PROBES` + 1 batches).
+pub const DEFAULT_BATCH_AUTO_RECHECK: u64 = 256;
+/// The largest `DDSTORE_BATCH_AUTO_RECHECK` (beyond it, use 0: never).
+pub const MAX_BATCH_AUTO_RECHECK: u64 = 1 << 40;
+
+/// A whole number of batches in [0, MAX_BATCH_AUTO_RECHECK].
+pub fn batches(var: &str, value: Option<String>, default: u64) -> Result<u64> {
+    let Some(v) = value else { return Ok(default) };
+    match v.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_BATCH_AUTO_RECHECK => Ok(n),
+        _ => bail!(
+            InvalidArgument,
+            "{var}={v:?} is not a whole number of batches in [0, {MAX_BATCH_AUTO_RECHECK}] (0: never check again)"
+        ),
     }
 }
 
@@ -574,6 +619,12 @@ mod tests {
         assert_eq!(c.batch_mode, BatchMode::Onesided);
         assert_eq!(parse(&[]).unwrap().batch_mode, BatchMode::Collective);
         assert_eq!(parse(&[("DDSTORE_BATCH_MODE", "collective")]).unwrap().batch_mode, BatchMode::Collective);
+        assert_eq!(parse(&[("DDSTORE_BATCH_MODE", " AUTO")]).unwrap().batch_mode, BatchMode::Auto);
+        assert_eq!(c.batch_auto_recheck, DEFAULT_BATCH_AUTO_RECHECK);
+        assert_eq!(parse(&[("DDSTORE_BATCH_AUTO_RECHECK", " 0")]).unwrap().batch_auto_recheck, 0);
+        assert_eq!(parse(&[("DDSTORE_BATCH_AUTO_RECHECK", "3")]).unwrap().batch_auto_recheck, 3);
+        assert_eq!(BatchMode::from_code(2).unwrap(), Some(BatchMode::Auto));
+        assert!(BatchMode::from_code(3).unwrap_err().msg.contains("2 (auto)"));
         assert_eq!(c.alltoall_max_bytes, 4096);
         assert_eq!(c.batch_exchange, Exchange::SendRecv);
         assert!(c.profile);
@@ -594,6 +645,11 @@ mod tests {
             ("DDSTORE_PROGRESS_SLEEP_US", "2000000"),
             ("DDSTORE_BATCH_EXCHANGE", "p2p"),
             ("DDSTORE_BATCH_MODE", "async"),
+            ("DDSTORE_BATCH_AUTO_RECHECK", "-1"),
+            ("DDSTORE_BATCH_AUTO_RECHECK", "often"),
+            ("DDSTORE_BATCH_AUTO_RECHECK", "1e3"),
+            ("DDSTORE_BATCH_AUTO_RECHECK", "1099511627777"),
+            ("DDSTORE_TEST_BATCH_AUTO_PENALTY_S", "-0.5"),
             ("DDSTORE_GPU", "sometimes"),
             ("DDSTORE_GPU_STAGING", "2"),
             ("DDSTORE_GPU_STAGING_BYTES", "0"),

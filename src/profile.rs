@@ -19,6 +19,12 @@ pub struct Counters {
     /// this rank sent to, and received from, other ranks.
     pub req_bytes_sent: AtomicU64,
     pub req_bytes_recv: AtomicU64,
+    /// Method 0, auto batch mode: the `DDS_BATCH_*` code chosen at the
+    /// last check (the store fills a snapshot's value for other modes),
+    /// the checks made, and the batches that ran one-sided.
+    pub batch_mode: AtomicU64,
+    pub batch_checks: AtomicU64,
+    pub batch_calls_onesided: AtomicU64,
 }
 
 /// A plain copy of the counters.
@@ -36,6 +42,9 @@ pub struct Snapshot {
     pub cq_ns: u64,
     pub req_bytes_sent: u64,
     pub req_bytes_recv: u64,
+    pub batch_mode: u64,
+    pub batch_checks: u64,
+    pub batch_calls_onesided: u64,
 }
 
 impl Counters {
@@ -57,6 +66,18 @@ impl Counters {
     pub fn requests(&self, sent: u64, recv: u64) {
         self.req_bytes_sent.fetch_add(sent, Relaxed);
         self.req_bytes_recv.fetch_add(recv, Relaxed);
+    }
+
+    /// The auto batch mode chose mode `code` at a check.
+    pub fn batch_checked(&self, code: u64) {
+        self.batch_mode.store(code, Relaxed);
+        self.batch_checks.fetch_add(1, Relaxed);
+    }
+
+    /// The auto batch mode ran a batch one-sided.
+    #[inline]
+    pub fn batch_onesided(&self) {
+        self.batch_calls_onesided.fetch_add(1, Relaxed);
     }
 
     /// The counters of a variable whose rows are `row_bytes` long.
@@ -88,7 +109,19 @@ impl From<(&Counters, u64)> for Snapshot {
                 }
             }};
         }
-        load!(calls, lock_wait_ns, mr_ns, mr_miss, read_ns, cq_ns, req_bytes_sent, req_bytes_recv)
+        load!(
+            calls,
+            lock_wait_ns,
+            mr_ns,
+            mr_miss,
+            read_ns,
+            cq_ns,
+            req_bytes_sent,
+            req_bytes_recv,
+            batch_mode,
+            batch_checks,
+            batch_calls_onesided
+        )
     }
 }
 

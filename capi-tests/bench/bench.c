@@ -138,23 +138,28 @@ typedef struct {
   const char *single_floor[3];
   const char *batch_floor[3];
   int needs_extra_job; /* method 2: readers are a separate job, not driven here yet */
-  int onesided;        /* method 0: dds_options.batch_mode = DDS_BATCH_ONESIDED */
+  int batch_mode;      /* method 0: dds_options.batch_mode (DDS_BATCH_*) */
 } bench_method;
 
 static const bench_method METHODS[] = {
     /* Method 0 through MPI: node-local reads off, so remote rows use MPI RMA
      * (dds_get) and MPI_Alltoallv (dds_get_batch). */
     {"mpi", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
-     {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0, 0},
+     {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0, DDS_BATCH_COLLECTIVE},
     /* Method 0 in the one-sided batch mode (issue 17), node-local reads off:
      * batches are pipelined MPI_Gets, so their floor is the pipelined get. */
     {"mpi onesided", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
-     {"mpi-get-pipelined", NULL, NULL}, 0, 1},
+     {"mpi-get-pipelined", NULL, NULL}, 0, DDS_BATCH_ONESIDED},
+    /* Method 0 in the auto batch mode (issue 40): called as the collective
+     * mode, each variable runs in the mode its timed batches found faster;
+     * compare its batches with the two rows above. */
+    {"mpi auto", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
+     {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0, DDS_BATCH_AUTO},
     /* Method 0 with node-local reads (the default): every row is copied from
      * shared memory, so the floor is memcpy from shared-memory segments
      * (memcpy-shm); memcpy from private memory is shown next to it. */
     {"mpi+local", DDS_METHOD_MPI, NULL, 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
-     {"memcpy-shm", NULL, NULL}, 0, 0},
+     {"memcpy-shm", NULL, NULL}, 0, DDS_BATCH_COLLECTIVE},
     /* Method 1 (libfabric RDMA), node-local reads off: its floors are raw
      * fi_read on the store's own provider and domain (bench_fabric.c). */
     {"fabric:shm", DDS_METHOD_FABRIC, "shm", 0, {"fabric:shm", NULL, NULL}, {"fi-read-shm", NULL, NULL},
@@ -163,7 +168,7 @@ static const bench_method METHODS[] = {
      {"fi-read-pipelined-tcp", NULL, NULL}, 0, 0},
     /* Method 1 with node-local reads: one-sided batches copied from shared memory. */
     {"fabric+local", DDS_METHOD_FABRIC, "shm", 1, {"host-shm", "host", NULL}, {"memcpy-shm", NULL, NULL},
-     {"memcpy-shm", NULL, NULL}, 0, 0},
+     {"memcpy-shm", NULL, NULL}, 0, DDS_BATCH_COLLECTIVE},
     /* Method 2 (split jobs): probed; timing it needs a second (extra) job. */
     {"split:shm", DDS_METHOD_SPLIT, "shm", 0, {NULL, NULL, NULL}, {"fi-read-shm", NULL, NULL},
      {"fi-read-pipelined-shm", NULL, NULL}, 1, 0},
@@ -179,7 +184,7 @@ static dds_status create_store(const bench_method *m, dds_store **out) {
   o.method = m->method;
   o.fabric_provider = m->provider;
   o.handshake_dir = g_hs_dir; /* method 2: not the current directory */
-  o.batch_mode = m->onesided ? DDS_BATCH_ONESIDED : DDS_BATCH_COLLECTIVE;
+  o.batch_mode = m->batch_mode;
   const char *old = getenv("DDSTORE_NODE_LOCAL");
   char *saved = old ? strdup(old) : NULL;
   setenv("DDSTORE_NODE_LOCAL", m->node_local ? "1" : "0", 1); /* read by dds_create */
@@ -760,7 +765,7 @@ static void run_method(bench_ctx *c, const bench_method *m) {
   }
   fi_floors_setup(c, m, do_store ? &info : NULL);
   /* Method 1 reads and method-0 one-sided batches are thread-safe: also with 2 and 4 threads. */
-  int n_thr = (m->method == DDS_METHOD_FABRIC || m->onesided) && g_provided >= MPI_THREAD_MULTIPLE ? 2 : 0;
+  int n_thr = (m->method == DDS_METHOD_FABRIC || m->batch_mode == DDS_BATCH_ONESIDED) && g_provided >= MPI_THREAD_MULTIPLE ? 2 : 0;
   store_state st = {s, var};
   const char *single_f[5], *batch_f[6];
   int ns = 0, nbf = 0;

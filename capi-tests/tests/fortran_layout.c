@@ -28,7 +28,8 @@ int32_t dds_test_c_layout(int64_t *out, int32_t cap) {
       offsetof(dds_counters, rows_local), offsetof(dds_counters, rows_remote),
       offsetof(dds_counters, lock_wait_ns), offsetof(dds_counters, mr_ns), offsetof(dds_counters, mr_miss),
       offsetof(dds_counters, read_ns), offsetof(dds_counters, cq_ns), offsetof(dds_counters, req_bytes_sent),
-      offsetof(dds_counters, req_bytes_recv),
+      offsetof(dds_counters, req_bytes_recv), offsetof(dds_counters, batch_mode), offsetof(dds_counters, batch_checks),
+      offsetof(dds_counters, batch_calls_onesided),
       /* dds_settings */
       sizeof(dds_settings), offsetof(dds_settings, struct_size), offsetof(dds_settings, method),
       offsetof(dds_settings, role), offsetof(dds_settings, batch_mode), offsetof(dds_settings, gpu),
@@ -40,7 +41,7 @@ int32_t dds_test_c_layout(int64_t *out, int32_t cap) {
       DDS_ERR_INDEX_OUT_OF_RANGE, DDS_ERR_MISMATCH, DDS_ERR_BAD_STATE, DDS_ERR_UNSUPPORTED, DDS_ERR_MPI,
       DDS_ERR_FABRIC, DDS_ERR_GPU, DDS_ERR_TIMEOUT, DDS_ERR_NO_MEMORY, DDS_ERR_IO, DDS_ERR_INTERNAL,
       DDS_METHOD_MPI, DDS_METHOD_FABRIC, DDS_METHOD_SPLIT, DDS_ROLE_CORE, DDS_ROLE_EXTRA,
-      DDS_BATCH_ENV, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED,
+      DDS_BATCH_ENV, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED, DDS_BATCH_AUTO,
       /* sizes of the C types behind the Fortran kinds used by the module */
       sizeof(int), sizeof(size_t), sizeof(void *), sizeof(enum dds_status)};
   int32_t n = (int32_t)(sizeof facts / sizeof facts[0]);

@@ -124,7 +124,7 @@ program test_fortran_errors
   ! ---- settings: the store's, and the defaults (a store never created) ----
   call dds_store_settings(store, settings)
   call expect(settings%method == DDS_METHOD_MPI .and. settings%role == DDS_ROLE_CORE .and. &
-              (settings%batch_mode == DDS_BATCH_COLLECTIVE .or. settings%batch_mode == DDS_BATCH_ONESIDED) .and. &
+              (settings%batch_mode >= DDS_BATCH_COLLECTIVE .and. settings%batch_mode <= DDS_BATCH_AUTO) .and. &
               settings%gpu /= DDS_GPU_ENV .and. len(settings%handshake_dir) > 0, 'dds_store_settings of the store')
   call dds_store_settings(none, defaults)
   call expect(defaults%handshake_dir == settings%handshake_dir .and. defaults%batch_mode == settings%batch_mode &

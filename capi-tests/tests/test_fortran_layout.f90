@@ -74,6 +74,9 @@ program test_fortran_layout
   call fact('dds_counters.cq_ns', off(c_loc(c%cq_ns), c_loc(c)))
   call fact('dds_counters.req_bytes_sent', off(c_loc(c%req_bytes_sent), c_loc(c)))
   call fact('dds_counters.req_bytes_recv', off(c_loc(c%req_bytes_recv), c_loc(c)))
+  call fact('dds_counters.batch_mode', off(c_loc(c%batch_mode), c_loc(c)))
+  call fact('dds_counters.batch_checks', off(c_loc(c%batch_checks), c_loc(c)))
+  call fact('dds_counters.batch_calls_onesided', off(c_loc(c%batch_calls_onesided), c_loc(c)))
 
   call fact('sizeof(dds_settings)', int(c_sizeof(g), c_int64_t))
   call fact('dds_settings.struct_size', off(c_loc(g%struct_size), c_loc(g)))
@@ -112,6 +115,7 @@ program test_fortran_layout
   call fact('DDS_BATCH_ENV', int(DDS_BATCH_ENV, c_int64_t))
   call fact('DDS_BATCH_COLLECTIVE', int(DDS_BATCH_COLLECTIVE, c_int64_t))
   call fact('DDS_BATCH_ONESIDED', int(DDS_BATCH_ONESIDED, c_int64_t))
+  call fact('DDS_BATCH_AUTO', int(DDS_BATCH_AUTO, c_int64_t))
 
   call fact('sizeof(int) = c_int', int(c_sizeof(0_c_int), c_int64_t))
   call fact('sizeof(size_t) = c_size_t', int(c_sizeof(0_c_size_t), c_int64_t))

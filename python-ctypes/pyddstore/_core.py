@@ -52,6 +52,11 @@ _cname = _args.cname
 _row = _args.row
 
 
+# dds_settings.batch_mode and dds_counters.batch_mode, as Python names them.
+_BATCH_MODES = {_lib.DDS_BATCH_COLLECTIVE: "collective", _lib.DDS_BATCH_ONESIDED: "onesided",
+                _lib.DDS_BATCH_AUTO: "auto"}
+
+
 def read_settings(lib, handle):
     """dds_store_settings as a dict; `handle` NULL: what a store created now
     with default options would use (raises what dds_create would for a
@@ -64,7 +69,7 @@ def read_settings(lib, handle):
     return {
         "method": out.method,
         "role": "extra" if out.role == _lib.DDS_ROLE_EXTRA else "core",
-        "batch_mode": "onesided" if out.batch_mode == _lib.DDS_BATCH_ONESIDED else "collective",
+        "batch_mode": _BATCH_MODES.get(out.batch_mode, "collective"),
         "gpu": {_lib.DDS_GPU_OFF: "off", _lib.DDS_GPU_AUTO: "auto", _lib.DDS_GPU_REQUIRE: "require"}[out.gpu],
         "gpu_staging": bool(out.gpu_staging),
         "profiling": bool(out.profiling),
@@ -96,8 +101,10 @@ class PyDDStore:
 
     ``batch_mode`` (method 0): ``"collective"`` (DDStore 3.0: every rank calls
     get_batch the same number of times, from one thread) or ``"onesided"``
-    (no matching calls, thread-safe); None reads DDSTORE_BATCH_MODE (default
-    collective). The same on every rank.
+    (no matching calls, thread-safe) or ``"auto"`` (called as collective; each
+    variable runs in the mode its first batches found faster, see
+    docs/tuning.md); None reads DDSTORE_BATCH_MODE (default collective). The
+    same on every rank.
     """
 
     def __init__(self, comm_or_none=None, method=0, handshake_dir="", n_core=0,
@@ -122,13 +129,13 @@ class PyDDStore:
         if method not in (0, 1, 2):
             raise InvalidArgumentError(f"method={method} is not 0 (MPI), 1 (libfabric) or 2 (split jobs)")
         modes = {"collective": _lib.DDS_BATCH_COLLECTIVE, "onesided": _lib.DDS_BATCH_ONESIDED,
-                 "one-sided": _lib.DDS_BATCH_ONESIDED}
+                 "one-sided": _lib.DDS_BATCH_ONESIDED, "auto": _lib.DDS_BATCH_AUTO}
         if batch_mode is None:
             mode_code = _lib.DDS_BATCH_ENV  # DDSTORE_BATCH_MODE, read by the library
         elif isinstance(batch_mode, str) and batch_mode.strip().lower() in modes:
             mode_code = modes[batch_mode.strip().lower()]
         elif isinstance(batch_mode, str):
-            raise InvalidArgumentError(f"batch_mode={batch_mode!r} is not 'collective' or 'onesided'")
+            raise InvalidArgumentError(f"batch_mode={batch_mode!r} is not 'collective', 'onesided' or 'auto'")
         else:
             raise ArgumentTypeError(f"batch_mode must be a str or None, got {type(batch_mode).__name__}")
 
@@ -628,6 +635,9 @@ class PyDDStore:
             "cq": c.cq_ns * 1e-9,
             "req_bytes_sent": c.req_bytes_sent,
             "req_bytes_recv": c.req_bytes_recv,
+            "batch_mode": _BATCH_MODES.get(c.batch_mode, "collective"),
+            "batch_checks": c.batch_checks,
+            "batch_calls_onesided": c.batch_calls_onesided,
             "py_gets": self._py_gets,
             "py_get": self._py_get,
             "py_sync": self._py_sync,
@@ -649,8 +659,9 @@ class PyDDStore:
 
     @property
     def batch_mode(self):
-        """'collective' or 'onesided' (methods 1 and 2 are always one-sided)."""
-        return "onesided" if self._onesided else "collective"
+        """'collective', 'onesided' or 'auto' (methods 1 and 2 are always
+        one-sided); get_profile(name)["batch_mode"] says which mode auto chose."""
+        return self._settings["batch_mode"]
 
     # -- epochs and lifetime ---------------------------------------------------
 

@@ -302,4 +302,15 @@ def test_thread_loader_threads_over_method_0(comm):
     one.close()
     comm.Barrier()
     ds.ddstore.free()
+
+    # The auto mode's batches are called as collective ones: refused alike.
+    ds = DistDataset(TupleSource(), "loader-m0a", comm=comm, method=0, batch_mode="auto")
+    c.true(ds.ddstore.batch_mode == "auto", f"batch mode {ds.ddstore.batch_mode}")
+    c.raises(pyddstore.InvalidArgumentError, lambda: ThreadDataLoader(ds, batch_size=4, num_workers=2),
+             "num_workers=2 over method 0, auto", match="num_workers=2")
+    one = ThreadDataLoader(ds, batch_size=4, num_workers=1)
+    c.same(list(one), list(DataLoader(ds, batch_size=4)), "batches with one thread, auto mode")
+    one.close()
+    comm.Barrier()
+    ds.ddstore.free()
     assert agree(comm, c.ok), c.errors

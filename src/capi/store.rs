@@ -3,10 +3,10 @@
 use std::os::raw::{c_char, c_int};
 
 use super::types::{
-    dds_options, dds_settings, dds_status, dds_store, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED, DDS_CALL_ADD,
-    DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH, DDS_CALL_GET_BATCH_START,
-    DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_LOAD, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE, DDS_CALL_SAVE,
-    DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO, DDS_GPU_OFF, DDS_GPU_REQUIRE, DDS_ROLE_CORE, DDS_ROLE_EXTRA,
+    dds_options, dds_settings, dds_status, dds_store, DDS_BATCH_AUTO, DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED,
+    DDS_CALL_ADD, DDS_CALL_ADD_RAGGED, DDS_CALL_EPOCH_BEGIN, DDS_CALL_EPOCH_END, DDS_CALL_GET_BATCH,
+    DDS_CALL_GET_BATCH_START, DDS_CALL_GET_RAGGED_BATCH, DDS_CALL_LOAD, DDS_CALL_RAGGED_LENGTHS, DDS_CALL_REMOVE,
+    DDS_CALL_SAVE, DDS_CALL_WAIT_EXTRAS, DDS_GPU_AUTO, DDS_GPU_OFF, DDS_GPU_REQUIRE, DDS_ROLE_CORE, DDS_ROLE_EXTRA,
     DDS_SETTINGS_PATH_BYTES,
 };
 use super::{
@@ -142,6 +142,7 @@ pub unsafe extern "C" fn dds_store_settings(store: *mut dds_store, out: *mut dds
             batch_mode: match s.batch_mode {
                 BatchMode::Collective => DDS_BATCH_COLLECTIVE,
                 BatchMode::Onesided => DDS_BATCH_ONESIDED,
+                BatchMode::Auto => DDS_BATCH_AUTO,
             },
             gpu: match s.gpu {
                 GpuMode::Off => DDS_GPU_OFF,

@@ -102,8 +102,10 @@ pub struct dds_options {
     /// decides, else collective), `DDS_BATCH_COLLECTIVE` (DDStore 3.0: every
     /// rank calls, the same number of times, from one thread) or
     /// `DDS_BATCH_ONESIDED` (pipelined passive-target gets: no matching calls,
-    /// thread-safe). Must be the same on every rank. Methods 1 and 2 are
-    /// always one-sided. (A later field: older callers get the default.)
+    /// thread-safe) or `DDS_BATCH_AUTO` (called as collective; each variable
+    /// runs in the mode its first batches found faster). Must be the same on
+    /// every rank. Methods 1 and 2 are always one-sided. (A later field:
+    /// older callers get the default.)
     pub batch_mode: i32,
 }
 
@@ -113,6 +115,10 @@ pub const DDS_BATCH_ENV: i32 = -1;
 pub const DDS_BATCH_COLLECTIVE: i32 = 0;
 /// `dds_options.batch_mode`: method-0 batches are one-sided and thread-safe.
 pub const DDS_BATCH_ONESIDED: i32 = 1;
+/// `dds_options.batch_mode`: method-0 batches are called as collective; per
+/// variable the store times both modes and keeps the faster (every rank
+/// must make every call, even while one-sided is chosen).
+pub const DDS_BATCH_AUTO: i32 = 2;
 
 /// `dds_fail_collective`: the call is `dds_add` or `dds_init`.
 pub const DDS_CALL_ADD: i32 = 1;
@@ -183,6 +189,10 @@ const _: () = {
     assert!(Path::Staged as i32 == DDS_PATH_STAGED);
     assert!(Path::GpuDirect as i32 == DDS_PATH_GPUDIRECT);
     assert!(Path::Refused as i32 == DDS_PATH_REFUSED);
+    use crate::store::BatchMode;
+    assert!(BatchMode::Collective as i32 == DDS_BATCH_COLLECTIVE);
+    assert!(BatchMode::Onesided as i32 == DDS_BATCH_ONESIDED);
+    assert!(BatchMode::Auto as i32 == DDS_BATCH_AUTO);
 };
 
 /// Longest hand-shake directory `dds_settings` holds, with its NUL.
@@ -200,8 +210,8 @@ pub struct dds_settings {
     pub method: i32,
     /// `DDS_ROLE_CORE`, or `DDS_ROLE_EXTRA` for a method-2 extra member.
     pub role: i32,
-    /// `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (methods 1 and 2 are
-    /// always one-sided); never `DDS_BATCH_ENV`.
+    /// `DDS_BATCH_COLLECTIVE`, `DDS_BATCH_ONESIDED` or `DDS_BATCH_AUTO`
+    /// (methods 1 and 2 are always one-sided); never `DDS_BATCH_ENV`.
     pub batch_mode: i32,
     /// `DDS_GPU_OFF`, `DDS_GPU_AUTO` or `DDS_GPU_REQUIRE`; never `DDS_GPU_ENV`.
     pub gpu: i32,
@@ -303,6 +313,16 @@ pub struct dds_counters {
     /// Method-0 collective batches: bytes of requests this rank received
     /// from other ranks (what it was asked for, and the counts).
     pub req_bytes_recv: u64,
+    /// Method 0: the mode this variable's batches run in now,
+    /// `DDS_BATCH_COLLECTIVE` or `DDS_BATCH_ONESIDED` (in the auto batch
+    /// mode, the last check's choice; collective before the first). Methods
+    /// 1 and 2: `DDS_BATCH_ONESIDED`. (A later field, as are the two
+    /// below: older callers pass a smaller `struct_size`.)
+    pub batch_mode: u64,
+    /// Auto batch mode: checks made (each times both modes and chooses).
+    pub batch_checks: u64,
+    /// Auto batch mode: batches that ran one-sided (timed ones included).
+    pub batch_calls_onesided: u64,
 }
 
 /// The one conversion from a counter snapshot to the C struct (with
@@ -329,7 +349,10 @@ impl From<crate::store::Snapshot> for dds_counters {
             read_ns,
             cq_ns,
             req_bytes_sent,
-            req_bytes_recv
+            req_bytes_recv,
+            batch_mode,
+            batch_checks,
+            batch_calls_onesided
         )
     }
 }

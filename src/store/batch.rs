@@ -41,6 +41,9 @@ impl Store {
             let Some(v) = var else { bail!(UnknownVariable, "no variable named '{name}' in this store") };
             return self.batch_onesided(v, dst, dst_bytes, idx, tally);
         }
+        if let (BatchMode::Auto, Some(v)) = (self.batch_mode, var) {
+            return self.batch_auto(v, dst, dst_bytes, indices, tally);
+        }
         let local = indices.and_then(|idx| match var {
             None => bail!(UnknownVariable, "no variable named '{name}' in this store"),
             Some(v) => {
@@ -55,7 +58,7 @@ impl Store {
     /// mode): every index is checked, rows this rank maps are copied
     /// (`copy_or_queue`), and the others are read by the transport, every
     /// read posted before any is waited for. Needs no other rank's call.
-    fn batch_onesided(
+    pub(super) fn batch_onesided(
         &self,
         v: &Variable,
         dst: *mut u8,
@@ -82,7 +85,7 @@ impl Store {
 
     /// Method 0, collective batch mode: the sparse exchange of requests and
     /// the rounds of rows (the transport's move_rows).
-    fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
+    pub(super) fn batch_collective(&self, name: &str, local: Result<(&Variable, &[i64])>, dst: *mut u8) -> Result<()> {
         let mut scratch = self.exchange.lock();
         let _serial = self.mpi_lock.as_ref().map(|m| m.lock());
         let (v, idx, rounds) = self.collective_agree(Collective::GetBatch, name, local, &mut scratch)?;

@@ -65,7 +65,7 @@ impl Store {
         let mpi_lock = (!mpi::thread_multiple()).then(|| Mutex::new(()));
         // Every rank agreed on the method and batch mode (above).
         let async_comm = match (method, cfg.batch_mode, &mpi_lock) {
-            (Method::Mpi, BatchMode::Collective, None) => Some(comm.dup()?),
+            (Method::Mpi, BatchMode::Collective | BatchMode::Auto, None) => Some(comm.dup()?),
             _ => None,
         };
         // Agreed, so that every rank runs the thread or none does (it is
@@ -111,6 +111,7 @@ impl Store {
         requests.set_test_delay(cfg.test_request_delay_s);
         Store {
             batch_mode: cfg.batch_mode,
+            auto: Default::default(),
             comm,
             method,
             cfg,
@@ -145,7 +146,11 @@ fn progress_auto(comm: &Comm, thread_multiple: bool) -> Result<bool> {
 /// naming the setting, where it comes from, two ranks and their values.
 fn check_same_settings(world: &Comm, method: Method, width: i64, cfg: &Config) -> Result<()> {
     use crate::config::Exchange;
-    let mode = |v: i64| if v == BatchMode::Onesided as i64 { "onesided" } else { "collective" };
+    let mode = |v: i64| match v {
+        x if x == BatchMode::Onesided as i64 => "onesided",
+        x if x == BatchMode::Auto as i64 => "auto",
+        _ => "collective",
+    };
     let exchange = |v: i64| match v {
         x if x == Exchange::Alltoallv as i64 => "alltoallv",
         x if x == Exchange::SendRecv as i64 => "sendrecv",

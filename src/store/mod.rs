@@ -17,6 +17,7 @@ use crate::transport::{Network, NodeMap, RmaProgress, Scratch};
 use crate::var::Variable;
 
 mod batch;
+mod batch_mode;
 mod blob;
 mod collective;
 mod create;
@@ -139,6 +140,8 @@ pub struct Store {
     exchange: Mutex<Scratch>,
     /// Method 0: how `dds_get_batch` runs (the same on every rank).
     batch_mode: BatchMode,
+    /// Method 0, auto batch mode: each variable's choice (batch_mode.rs).
+    auto: batch_mode::Auto,
     /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
     mpi_lock: Option<Mutex<()>>,
     /// How peers' shards are reached: MPI windows (method 0) or the

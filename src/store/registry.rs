@@ -142,6 +142,7 @@ impl Store {
         let transport =
             agree(&self.comm, transport).map_err(|e| Error::new(e.kind, format!("variable '{name}': {}", e.msg)))?;
         self.publish_if_core(record, &s, &layout, &transport)?;
+        self.auto.reset(name);
         Ok(Variable::new(Parts {
             name: name.to_string(),
             row_elems: s.row_elems,
@@ -238,7 +239,10 @@ impl Store {
     }
 
     pub fn profile(&self, name: &str) -> Result<(Snapshot, bool)> {
-        self.with_var(name, |v| Ok((v.counters.snapshot(v.row_bytes), self.cfg.profile)))
+        let mode = self.batch_mode_of(name);
+        self.with_var(name, |v| {
+            Ok((Snapshot { batch_mode: mode, ..v.counters.snapshot(v.row_bytes) }, self.cfg.profile))
+        })
     }
 }
 

@@ -142,7 +142,7 @@ class _StoredDataset(Dataset):
         other ranks' read fails too, naming this rank and `exc`, instead of
         waiting for this rank."""
         store = self.ddstore
-        if store is None or getattr(store, "batch_mode", "onesided") != "collective" or not self._fields:
+        if store is None or getattr(store, "batch_mode", "onesided") not in ("collective", "auto") or not self._fields:
             return
         from .._lib import DDS_CALL_GET_BATCH
         try:

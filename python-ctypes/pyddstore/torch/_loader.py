@@ -195,10 +195,10 @@ class ThreadDataLoader(DataLoader):
         affinity = _AffinityPlan()
         store = getattr(dataset, "ddstore", None)
         if threads > 1 and getattr(store, "method", None) == 0 and \
-                getattr(store, "batch_mode", "collective") == "collective":
+                getattr(store, "batch_mode", "collective") in ("collective", "auto"):
             raise InvalidArgumentError(
                 f"ThreadDataLoader: num_workers={self.num_workers} over a method-0 dataset in the collective "
-                "batch mode: its batched reads are collective (one calling thread per rank); use the "
+                "(or auto) batch mode: its batched reads are collective (one calling thread per rank); use the "
                 "one-sided mode (DistDataset's default, batch_mode='onesided'), num_workers=1 (or 0), "
                 "or method 1")
         if self.reuse_buffers:
