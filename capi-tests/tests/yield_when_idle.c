@@ -54,8 +54,21 @@ static long usable_cpus(void) {
   return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* UCX's ucp_worker_progress: the next definition after this one, or, when
+ * MPI came in by dlopen (mpi4py) and so is not in the global scope that
+ * RTLD_NEXT searches, the already loaded libucp's own. */
+static progress_fn find_progress(void) {
+  void *f = dlsym(RTLD_NEXT, "ucp_worker_progress");
+  if (f == NULL) {
+    void *ucp = dlopen("libucp.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    if (ucp != NULL)
+      f = dlsym(ucp, "ucp_worker_progress");
+  }
+  return (progress_fn)f;
+}
+
 __attribute__((constructor)) static void yield_init(void) {
-  real_progress = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
+  __atomic_store_n(&real_progress, find_progress(), __ATOMIC_RELEASE);
   local_ranks = launcher_local_ranks();
   cpus = usable_cpus();
   oversubscribed = cpus > 0 && local_ranks > cpus;
@@ -74,16 +87,18 @@ __attribute__((destructor)) static void yield_report(void) {
 }
 
 unsigned ucp_worker_progress(void *worker) {
-  if (real_progress == NULL) {
-    /* Called before our constructor (another library's constructor): look
-     * it up now; without UCX underneath there is nothing to forward to. */
-    real_progress = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
-    if (real_progress == NULL) {
-      fprintf(stderr, "dds_test_yield: ucp_worker_progress called but no UCX library is loaded\n");
+  progress_fn real = __atomic_load_n(&real_progress, __ATOMIC_ACQUIRE);
+  if (real == NULL) {
+    /* UCX was loaded after this library's constructor ran: look it up now
+     * (threads racing here store the same address). */
+    real = find_progress();
+    if (real == NULL) {
+      fprintf(stderr, "dds_test_yield: ucp_worker_progress called but libucp.so.0 is not found\n");
       abort();
     }
+    __atomic_store_n(&real_progress, real, __ATOMIC_RELEASE);
   }
-  unsigned events = real_progress(worker);
+  unsigned events = real(worker);
   atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
   if (events == 0 && oversubscribed) {
     atomic_fetch_add_explicit(&n_yields, 1, memory_order_relaxed);
