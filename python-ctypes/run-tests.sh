@@ -37,6 +37,19 @@ run() {
     || { echo "run-tests.sh: cannot load libddstore (set DDSTORE_LIBRARY)" >&2; exit 2; }
 "$PYTHON" -c 'import torch' \
     || { echo "run-tests.sh: $PYTHON lacks torch, which the pyddstore.torch tests need (make's venv installs it)" >&2; exit 2; }
+# DDSTORE_TEST_PRELOAD: a test aid preloaded into every run below (make
+# test-python passes libdds_test_yield.so: ranks waiting in MPI yield their
+# core when a node has more ranks than cores; docs/dev/testing.md). First
+# checked to be active in the ranks, so a lost preload fails loudly.
+if [ -n "${DDSTORE_TEST_PRELOAD:-}" ]; then
+    aid_log=$(LD_PRELOAD="$DDSTORE_TEST_PRELOAD" DDS_TEST_YIELD_REPORT=1 timeout 300 "$MPIEXEC" -n 2 "$PYTHON" -c \
+        'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' 2>&1)
+    active=$(grep -c '^dds_test_yield: .* progress_calls=[1-9]' <<<"$aid_log")
+    [ "$active" -eq 2 ] || { echo "run-tests.sh: DDSTORE_TEST_PRELOAD=$DDSTORE_TEST_PRELOAD is not active in both ranks:" >&2
+        echo "$aid_log" >&2; exit 2; }
+    echo "test aid preloaded: $DDSTORE_TEST_PRELOAD"
+    export LD_PRELOAD="$DDSTORE_TEST_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}"
+fi
 
 for n in 1 2 4; do
     run "pytest, $n rank(s)" "$MPIEXEC" -n "$n" "$PYTHON" -m pytest -p no:cacheprovider -q tests \
