@@ -2,7 +2,8 @@
 # Installs what building and testing libddstore needs on Debian/Ubuntu:
 # MPICH, libfabric, libclang (bindgen), CMake, gfortran, pkg-config, valgrind
 # (make test-sanitize), Open MPI beside MPICH (make test-openmpi), and the
-# HIP headers and runtime (make test-rocm builds the `rocm` feature).
+# HIP headers and runtime (make test-rocm builds the `rocm` feature), ip and
+# ping (make test-netns checks its veth link with ping before it runs).
 #
 # Debian's update-alternatives would make Open MPI the default mpicc,
 # mpiexec and libmpi.so once it is installed (it has the higher priority):
@@ -11,7 +12,7 @@
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind
-      libopenmpi-dev openmpi-bin libamdhip64-dev)
+      libopenmpi-dev openmpi-bin libamdhip64-dev iproute2 iputils-ping)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
