@@ -16,7 +16,7 @@ from pyddstore import _lib
 from helpers import RankChecks, METHODS, make_store, shards
 
 PROFILE_KEYS = {"calls", "rows", "lock_wait", "mr", "mr_miss", "read", "cq", "py_gets", "py_get", "py_sync",
-                "req_bytes_sent", "req_bytes_recv"}
+                "req_bytes_sent", "req_bytes_recv", "batch_mode", "batch_checks", "batch_calls_onesided"}
 
 
 def test_import_does_not_start_mpi():
@@ -137,6 +137,8 @@ def test_profile_keys_and_counts(comm, method, monkeypatch):
     p = store.get_profile("x")
     assert set(p) == PROFILE_KEYS
     assert p["calls"] == 0 and p["py_gets"] == 0
+    # No auto mode here: no checks, and the store's own mode.
+    assert p["batch_checks"] == 0 and p["batch_mode"] in ("collective", "onesided")
     out = np.empty((2, 2), np.float64)
     store.epoch_begin()
     store.get("x", out, 0)
