@@ -1,22 +1,25 @@
 /* Method 0's auto batch mode (issue 40 item 3; store/batch_mode.rs).
  *
- * A check is 8 timed batches (C O O C C O O C) and one deciding batch; the
+ * A check is 16 batches in blocks of 4 (C C C C O O O O C C C C O O O O,
+ * the first of each block untimed) and one deciding batch; the
  * testing aid DDSTORE_TEST_BATCH_AUTO_PENALTY_S, set on rank 0 only, adds
  * 1000 s to the measured time of every timed batch of the mode in use
  * there, so each check picks the other mode whatever the machine's load
  * (a collective batch of 4 busy-polling ranks on 2 loaded cores can take
  * longer than any sleep a test could afford) and every rank must adopt
  * rank 0's view. With
- * DDSTORE_BATCH_AUTO_RECHECK=3 a variable's calls are: 8 probes, decide,
- * 3 runs, and again; so the mode flips O, C, O, C at calls 9, 21, 33, 45.
+ * DDSTORE_BATCH_AUTO_RECHECK=3 a variable's calls are: 16 probes, decide,
+ * 3 runs, and again; so the mode flips O, C, O, C at calls 17, 37, 57, 77.
  *
  * - Switching: every row of every batch is verified, every rank reports
  *   the same mode after every batch (dds_counters.batch_mode), the flips
  *   and the counts of checks and one-sided batches are the exact ones.
- * - Errors: a bad index on one rank in a timed batch fails every rank; in
- *   a batch run one-sided only that rank; in a batch run collectively every
- *   rank; afterwards the rows are right again (a second variable, whose
- *   state is its own).
+ * - Errors: a bad index on one rank in a collective batch of a check fails
+ *   every rank, in a one-sided one only that rank, and either counts as a
+ *   call of the check; in a batch run one-sided only that rank; in a batch
+ *   run collectively every rank; in the deciding batch every rank, and the
+ *   check is still to be decided; afterwards the rows are right again (a
+ *   second variable, whose state is its own).
  * - Real timings (no testing aid): one check, rows right, every rank agrees.
  * - Settings: DDSTORE_BATCH_MODE=auto and DDS_BATCH_AUTO show as
  *   DDS_BATCH_AUTO; a bad DDSTORE_BATCH_AUTO_RECHECK fails dds_create on every
@@ -27,7 +30,9 @@
 
 #include "common.h"
 
-enum { ELEMS = 8, B = 64, CHECK_CALLS = 9, RECHECK = 3 };
+/* A check's calls (16 probes, the decision), its one-sided probes, the
+ * first one-sided probe's call. */
+enum { ELEMS = 8, B = 64, CHECK_CALLS = 17, ONESIDED_PROBES = 8, FIRST_ONESIDED = 5, RECHECK = 3 };
 static const size_t RB = ELEMS * sizeof(double);
 static const char *PENALTY = "1000";
 
@@ -113,9 +118,9 @@ static void test_switching(void) {
   EXPECT(as_scheduled);
   dds_counters c = counters(s, "x");
   EXPECT(c.batch_checks == 4);
-  /* 4 one-sided probes per check, and the two one-sided spells: the
+  /* The one-sided probes of each check, and the two one-sided spells: the
    * deciding call and 3 runs each. */
-  EXPECT(c.batch_calls_onesided == 4 * 4 + 2 * (1 + RECHECK));
+  EXPECT(c.batch_calls_onesided == 4 * ONESIDED_PROBES + 2 * (1 + RECHECK));
   EXPECT(c.calls == (uint64_t)calls);
   free(dst);
   CHECK(dds_destroy(s));
@@ -144,11 +149,18 @@ static void test_errors(void) {
   add(s, "e", 32);
   double *dst = malloc(RB * B);
   int64_t idx[B];
-  /* A timed batch (the first): every rank fails; the check does not advance. */
+  /* Call 1 of a check, collective: every rank fails; the call counts. */
+  bad_call(s, dst, idx, 1);
+  int ok = 1;
+  for (int k = 2; k < FIRST_ONESIDED; k++) ok &= read_ok(s, "e", 32, dst, idx);
+  /* A one-sided probe: only the last rank fails (on one rank, every rank); it counts. */
+  bad_call(s, dst, idx, t_size == 1);
+  for (int k = FIRST_ONESIDED + 1; k < CHECK_CALLS; k++) ok &= read_ok(s, "e", 32, dst, idx);
+  EXPECT(counters(s, "e").batch_checks == 0);
+  /* The deciding call: every rank fails, and the next call decides. */
   bad_call(s, dst, idx, 1);
   EXPECT(counters(s, "e").batch_checks == 0);
-  int ok = 1;
-  for (int k = 1; k <= CHECK_CALLS; k++) ok &= read_ok(s, "e", 32, dst, idx);
+  ok &= read_ok(s, "e", 32, dst, idx);
   EXPECT(ok);
   dds_counters c = counters(s, "e");
   EXPECT(c.batch_checks == 1 && c.batch_mode == DDS_BATCH_ONESIDED);

@@ -4,16 +4,23 @@
 //!
 //! Every rank must make every `dds_get_batch` call of the variable, as in
 //! the collective mode: the choice is the same on every rank because each
-//! rank counts the same calls, and each timed call starts with the call's
-//! agreement (`collective::enter`), whose payload carries every rank's time
-//! so far (the slowest rank's sum counts: a batch is done when every rank
-//! has its rows). That agreement also settles argument errors, so a timed
-//! call fails on every rank together whichever mode it runs in; between
-//! checks, a batch run one-sided fails only where its arguments are bad.
+//! rank counts the same calls (whatever their outcome) and the choice is
+//! made from values every rank agrees on.
 //!
-//! A check is `PROBES` timed batches, alternating the modes as
-//! C O O C C O O C (so a trend in the timings favours neither), then one
-//! batch that agrees on the sums, chooses, and runs in the chosen mode.
+//! A check is `PROBES` batches in blocks of `BLOCK`: collective, one-sided,
+//! collective, one-sided, each batch run as its mode runs between checks
+//! (a collective one agrees as always; a one-sided one makes no agreement
+//! of its own, so its argument errors fail only its rank). The first batch
+//! of each block is not timed: it pays for the change of mode (a collective
+//! batch after one-sided ones waits for the last rank to arrive), which the
+//! chosen mode never pays. Then one batch agrees on the slowest rank's mean
+//! time per mode, chooses, and runs in the chosen mode.
+//!
+//! Why blocks and no agreement before a timed batch: one-sided batches
+//! timed right after an agreement (every rank just made an MPI call, so
+//! every owner's progress engine had just turned) came out about 3x faster
+//! than the same batches in a run of them, and the check chose one-sided
+//! where the collective mode was 2x faster (docs/dev/performance.md).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -26,8 +33,13 @@ use crate::config::BatchMode;
 use crate::error::Result;
 use crate::var::Variable;
 
-/// Timed batches per check, half in each mode.
-pub const PROBES: u32 = 8;
+/// Batches per check, half in each mode.
+pub const PROBES: u32 = 16;
+/// Batches in a row in one mode within a check (the first untimed).
+const BLOCK: u32 = 4;
+/// The mean of a mode no batch of which was timed (every one failed):
+/// slower than any measured one.
+const UNMEASURED: i64 = i64::MAX / 4;
 /// At a re-check the mode in use is kept unless the other one was faster by
 /// more than this fraction (noise would otherwise flip it back and forth).
 const SWITCH_MARGIN: f64 = 0.05;
@@ -37,8 +49,9 @@ const SWITCH_MARGIN: f64 = 0.05;
 pub(super) enum Step {
     /// Run in this mode, untimed, with no agreement of its own.
     Run(BatchMode),
-    /// Agree, then run in this mode and add its time to this check's sums.
-    Probe(BatchMode),
+    /// Run in this mode as part of a check; if `timed`, add its time to
+    /// this check's sums.
+    Probe { mode: BatchMode, timed: bool },
     /// Agree on the sums, choose, and run in the chosen mode.
     Decide,
 }
@@ -49,32 +62,32 @@ pub(super) enum Step {
 pub(super) struct VarAuto {
     /// The mode chosen at the last check (None before the first).
     choice: Option<BatchMode>,
-    /// Timed batches done in the current check; None between checks.
+    /// Batches of the current check begun; None between checks.
     probe: Option<u32>,
     /// Batches left before the next check (unused while checking).
     left: u64,
-    /// This rank's time in the current check: collective, one-sided (ns).
+    /// This rank's timed batches in the current check, by mode (collective,
+    /// one-sided): their total time (ns) and their number.
     sums: [i64; 2],
+    counts: [i64; 2],
 }
 
 impl Default for VarAuto {
     /// A new variable starts with a check.
     fn default() -> VarAuto {
-        VarAuto { choice: None, probe: Some(0), left: 0, sums: [0, 0] }
+        VarAuto { choice: None, probe: Some(0), left: 0, sums: [0, 0], counts: [0, 0] }
     }
 }
 
-/// The mode of timed batch `i` of a check: C O O C, repeated.
-fn probe_mode(i: u32) -> BatchMode {
-    if matches!(i % 4, 0 | 3) {
-        BatchMode::Collective
-    } else {
-        BatchMode::Onesided
-    }
+/// Batch `i` of a check: collective in even blocks, one-sided in odd ones;
+/// timed unless it begins its block.
+fn probe_step(i: u32) -> Step {
+    let mode = if (i / BLOCK) % 2 == 0 { BatchMode::Collective } else { BatchMode::Onesided };
+    Step::Probe { mode, timed: i % BLOCK != 0 }
 }
 
 /// The choice after a check whose slowest ranks took `collective_ns` and
-/// `onesided_ns` in total: the faster mode, keeping `current` unless the
+/// `onesided_ns` per timed batch: the faster mode, keeping `current` unless the
 /// other beats it by more than `SWITCH_MARGIN` (ties go to the collective
 /// mode, DDStore's own). Pure, so every rank given the agreed sums chooses
 /// alike.
@@ -91,12 +104,15 @@ pub(super) fn decide(current: Option<BatchMode>, collective_ns: i64, onesided_ns
 }
 
 impl VarAuto {
-    /// This call's step; a `Run` is counted now (every rank counts it,
-    /// whatever its outcome), the others by `probed` and `decided` once
-    /// the call's agreement succeeded.
+    /// This call's step. Runs and probes are counted now (every rank counts
+    /// them, whatever their outcome); the deciding call by `decided`, once
+    /// its agreement succeeded (it fails on every rank together).
     pub(super) fn step(&mut self, recheck: u64) -> Step {
         match (self.probe, self.choice) {
-            (Some(p), _) if p < PROBES => Step::Probe(probe_mode(p)),
+            (Some(p), _) if p < PROBES => {
+                self.probe = Some(p + 1);
+                probe_step(p)
+            }
             (Some(_), _) => Step::Decide,
             (None, Some(mode)) => {
                 if recheck > 0 {
@@ -114,6 +130,7 @@ impl VarAuto {
     fn start_check(&mut self) {
         self.probe = Some(0);
         self.sums = [0, 0];
+        self.counts = [0, 0];
     }
 
     /// The mode this variable's batches run in now (collective before the
@@ -122,19 +139,21 @@ impl VarAuto {
         self.choice.unwrap_or(BatchMode::Collective)
     }
 
-    /// What this rank contributes to a timed call's agreement (which keeps
-    /// the minimum of each word): its sums, negated.
+    /// What this rank contributes to the deciding call's agreement (which
+    /// keeps the minimum of each word): its mean per mode, negated.
     fn payload(&self) -> [i64; 2] {
-        [-self.sums[0], -self.sums[1]]
+        let mean = |m: usize| if self.counts[m] == 0 { UNMEASURED } else { self.sums[m] / self.counts[m] };
+        [-mean(0), -mean(1)]
     }
 
     /// A timed batch in `mode` took `ns` on this rank.
     pub(super) fn probed(&mut self, mode: BatchMode, ns: i64) {
-        self.sums[(mode == BatchMode::Onesided) as usize] += ns;
-        self.probe = self.probe.map(|p| p + 1);
+        let m = (mode == BatchMode::Onesided) as usize;
+        self.sums[m] += ns;
+        self.counts[m] += 1;
     }
 
-    /// The deciding call agreed `payload` (the negated slowest sums):
+    /// The deciding call agreed `payload` (the negated slowest means):
     /// chooses, and counts `recheck` batches to the next check.
     pub(super) fn decided(&mut self, payload: [i64; 2], recheck: u64) -> BatchMode {
         let mode = decide(self.choice, -payload[0], -payload[1]);
@@ -178,13 +197,37 @@ impl Store {
         let recheck = self.cfg.batch_auto_recheck;
         let name = v.name.as_str();
         let (step, current) = self.auto.with(name, |a| (a.step(recheck), a.current()));
-        let mode = match step {
+        let (mode, timed) = match step {
             Step::Run(mode) => return self.batch_in(mode, v, dst, dst_bytes, indices, tally),
-            Step::Probe(mode) => mode,
-            Step::Decide => BatchMode::Collective,
+            Step::Probe { mode, timed } => (mode, timed),
+            Step::Decide => return self.batch_decide(v, dst, dst_bytes, indices, tally),
         };
-        // The agreement of a timed call: its errors fail every rank, and
-        // it starts every rank's clock together.
+        let t = Instant::now();
+        let r = self.batch_in(mode, v, dst, dst_bytes, indices, tally);
+        if timed && r.is_ok() {
+            let mut took = t.elapsed();
+            if mode == current {
+                // Testing aid (0 unless set): the mode in use loses this check.
+                took += Duration::from_secs_f64(self.cfg.test_batch_auto_penalty_s);
+            }
+            let ns = took.as_nanos().min(UNMEASURED as u128) as i64;
+            self.auto.with(name, |a| a.probed(mode, ns));
+        }
+        r
+    }
+
+    /// The call that ends a check: its agreement (argument errors fail every
+    /// rank, and the check is then still to be decided) carries every rank's
+    /// means; the slowest rank's choose the mode this batch runs in.
+    fn batch_decide(
+        &self,
+        v: &Variable,
+        dst: *mut u8,
+        dst_bytes: usize,
+        indices: Result<&[i64]>,
+        tally: Option<&Tally>,
+    ) -> Result<()> {
+        let (name, recheck) = (v.name.as_str(), self.cfg.batch_auto_recheck);
         let local = indices.and_then(|idx| {
             v.check_dst("destination", dst_bytes, idx.len() as i64)?;
             v.check_indices(idx, "its")?;
@@ -194,21 +237,9 @@ impl Store {
         let serial = self.mpi_lock.as_ref().map(|m| m.lock());
         let (idx, agreed) = enter(&self.comm, Collective::GetBatch, name, local, payload)?;
         drop(serial);
-        if step == Step::Decide {
-            let chosen = self.auto.with(name, |a| a.decided(agreed, recheck));
-            v.counters.batch_checked(chosen as u64);
-            return self.batch_in(chosen, v, dst, dst_bytes, Ok(idx), tally);
-        }
-        let t = Instant::now();
-        let r = self.batch_in(mode, v, dst, dst_bytes, Ok(idx), tally);
-        let mut took = t.elapsed();
-        if mode == current {
-            // Testing aid (0 unless set): the mode in use loses this check.
-            took += Duration::from_secs_f64(self.cfg.test_batch_auto_penalty_s);
-        }
-        let ns = took.as_nanos().min(i64::MAX as u128 / 4) as i64;
-        self.auto.with(name, |a| a.probed(mode, ns));
-        r
+        let chosen = self.auto.with(name, |a| a.decided(agreed, recheck));
+        v.counters.batch_checked(chosen as u64);
+        self.batch_in(chosen, v, dst, dst_bytes, Ok(idx), tally)
     }
 
     /// One batch of `v` in `mode` (collective or one-sided).
@@ -275,7 +306,8 @@ mod tests {
         for _ in 0..calls {
             let s = a.step(recheck);
             match s {
-                Step::Probe(m) => a.probed(m, ns(m)),
+                Step::Probe { mode, timed: true } => a.probed(mode, ns(mode)),
+                Step::Probe { .. } => {}
                 Step::Decide => chosen.push(a.decided(a.payload(), recheck)),
                 Step::Run(m) => assert_eq!(m, a.current()),
             }
@@ -285,20 +317,36 @@ mod tests {
     }
 
     #[test]
-    fn a_check_alternates_both_modes_equally_then_decides() {
+    fn a_check_runs_blocks_of_each_mode_timing_all_but_their_first_then_decides() {
         let (steps, chosen) = run(PROBES as usize + 3, 4, |m| if m == O { 1 } else { 2 });
-        let probes: Vec<BatchMode> = steps[..PROBES as usize]
+        let probes: Vec<(BatchMode, bool)> = steps[..PROBES as usize]
             .iter()
             .map(|s| match s {
-                Step::Probe(m) => *m,
+                Step::Probe { mode, timed } => (*mode, *timed),
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(probes.iter().filter(|&&m| m == O).count(), PROBES as usize / 2);
-        assert_eq!(probes[..4], [C, O, O, C]);
+        let one_block = |m| [(m, false), (m, true), (m, true), (m, true)];
+        assert_eq!(probes, [one_block(C), one_block(O), one_block(C), one_block(O)].concat());
         assert_eq!(steps[PROBES as usize], Step::Decide);
         assert_eq!(steps[PROBES as usize + 1..], [Step::Run(O), Step::Run(O)]);
         assert_eq!(chosen, [O]);
+    }
+
+    #[test]
+    fn the_choice_compares_means_and_a_mode_never_timed_loses() {
+        let mut a = VarAuto::default();
+        // Collective: 3 batches of 10; one-sided: 1 of 12 (the others failed).
+        for ns in [10, 10, 10] {
+            a.probed(C, ns);
+        }
+        a.probed(O, 12);
+        assert_eq!(a.payload(), [-10, -12]);
+        assert_eq!(decide(None, 10, 12), C);
+        let mut b = VarAuto::default();
+        b.probed(C, 7);
+        assert_eq!(b.payload(), [-7, -UNMEASURED]);
+        assert_eq!(decide(None, 7, UNMEASURED), C);
     }
 
     #[test]
@@ -327,7 +375,8 @@ mod tests {
         for _ in 0..(PROBES as usize + 2) * 4 {
             let cur = a.current();
             match a.step(1) {
-                Step::Probe(m) => a.probed(m, if m == cur { 1000 } else { 10 }),
+                Step::Probe { mode: m, timed: true } => a.probed(m, if m == cur { 1000 } else { 10 }),
+                Step::Probe { .. } => {}
                 Step::Decide => chosen.push(a.decided(a.payload(), 1)),
                 Step::Run(_) => {}
             }
