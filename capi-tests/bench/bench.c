@@ -742,6 +742,19 @@ static void fi_floors_setup(bench_ctx *c, const bench_method *m, const dds_var_i
            floors_fi_name(c));
 }
 
+/* Batches of `b` rows of st->var until its first auto-mode check is done
+ * (dds_counters.batch_checks is the same on every rank, so every rank makes
+ * the same calls). */
+static void auto_first_check(bench_ctx *c, store_state *st, int b) {
+  char *dst = xmalloc((size_t)b * (size_t)c->rb);
+  dds_counters k = {.struct_size = sizeof k};
+  for (int64_t cursor = 0; k.batch_checks == 0; cursor = advance(c, cursor, b)) {
+    store_get_batch(c, st, cursor, b, dst);
+    TRY(dds_profile(st->s, st->var, &k));
+  }
+  free(dst);
+}
+
 /* Reader threads of method-1 store paths and their floors (besides 1). */
 static const int THREADS[] = {2, 4};
 
@@ -805,6 +818,17 @@ static void run_method(bench_ctx *c, const bench_method *m) {
   int batches[16], nb = sweep(c->rb, batches);
   for (int i = 0; i < nb; i++) {
     int b = batches[i];
+    /* The auto batch mode decides per variable (a training loop reads one
+     * variable at one batch size): each batch size reads a variable of its
+     * own, after its first check, as the fixed modes' cells start warm. */
+    store_state sb = st;
+    char var_b[48];
+    if (do_store && m->batch_mode == DDS_BATCH_AUTO) {
+      snprintf(var_b, sizeof var_b, "%s_batch%d", var, b);
+      TRY(dds_add(s, var_b, c->mine, (size_t)(c->rows * c->rb), c->rows, c->rb / 8, 8));
+      sb.var = var_b;
+      auto_first_check(c, &sb, b);
+    }
     group gb = {.n = 0, .floors = batch_f, .nfloors = nbf, .nprimary = 1};
     g_group_batch = b;
     for (int dest = DEST_REUSED; dest <= (b == 128 ? DEST_FRESH : DEST_REUSED); dest++) {
@@ -825,7 +849,8 @@ static void run_method(bench_ctx *c, const bench_method *m) {
     if (do_store)
       for (int dest = 0; dest < (b == 128 ? N_DEST : 1); dest++)
         add_item(&gb,
-                 (bench_path){m->label, "store", "get_batch", b, dest, ORDER_REQUEST, store_get_batch, &st, s, var, 1},
+                 (bench_path){m->label, "store", "get_batch", b, dest, ORDER_REQUEST, store_get_batch, &sb, s, sb.var,
+                              1},
                  -1);
     for (int k = 0; b == 128 && k < n_thr; k++) {
       for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &gb, m->floors[t], b, DEST_REUSED, THREADS[k]);
@@ -835,6 +860,7 @@ static void run_method(bench_ctx *c, const bench_method *m) {
                  -1);
     }
     run_group(c, &gb);
+    if (sb.var != var) TRY(dds_remove(s, sb.var));
   }
   if (s && m->method == DDS_METHOD_MPI) request_bytes(c, m, s, var);
   floors_fi_teardown(c);
