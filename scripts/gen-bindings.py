@@ -49,6 +49,12 @@ The template's directives (lines starting `!@`, which never reach the output):
                        string: the Fortran string, the integer arguments as
                        default integers, with the header comment's first
                        sentence;
+  !@query F ARG        the friendly wrapper of query F, a C function taking the
+                       store, names (`const char *`) and last a struct S to fill:
+                       subroutine F(store, [name,] ARG, status) with ARG of
+                       S's !@friendly type (written above), S's struct_size
+                       set, the C call and, on success, ARG filled as !@copy
+                       does; its comment stays in the template;
   !@note ...           a comment of the template itself.
 
 A new C function gets its c_dds_* interface by itself; its friendly wrapper is
@@ -313,6 +319,43 @@ def gen_string(names, functions, docs):
     return out
 
 
+def gen_query(words, functions, structs, specs, lineno):
+    """`!@query F ARG`: the wrapper of a C function filling a struct with a
+    !@friendly type."""
+    by_name = {f[1]: f for f in functions}
+    if len(words) != 2 or words[0] not in by_name:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query needs a function of the header and an argument name")
+    fn, arg = words
+    ret, _, params = by_name[fn]
+    m = re.fullmatch(r"struct (\w+) \*", params[-1][0]) if len(params) >= 2 else None
+    if ret != "enum dds_status" or params[0][0] != "struct dds_store *" or not m \
+            or any(p[0] != "const char *" for p in params[1:-1]):
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query {fn}: not a function of the store and names "
+                       "filling a struct: write its wrapper")
+    sname = m.group(1)
+    if sname not in specs:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query {fn}: {sname} has no !@friendly type above it")
+    if "struct_size" not in [f[1] for f in structs[sname]]:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query {fn}: {sname} has no struct_size to set")
+    names_ = [p[1] for p in params[1:-1]]
+    # The C strings are copied by c_loc, which needs a target.
+    target = ", target" if any(form.startswith("string") or form == "allocatable"
+                               for _, form in specs[sname][2]) else ""
+    out = [f"  subroutine {fn}(" + ", ".join(["store"] + names_ + [arg, "status"]) + ")",
+           "    type(dds_store_t), intent(in) :: store"]
+    out += [f"    character(len=*), intent(in) :: {n}" for n in names_]
+    out += [f"    type({specs[sname][1]}), intent(out) :: {arg}",
+            "    integer, intent(out), optional :: status",
+            f"    type(c_{sname}){target} :: raw",
+            "    integer(c_int) :: st",
+            "    raw%struct_size = int(c_sizeof(raw), c_int32_t)",
+            f"    st = c_{fn}(" + ", ".join(["store%handle"] + [f"c_chars({n})" for n in names_] + ["raw"]) + ")",
+            "    if (st == DDS_OK) then"]
+    out += gen_copy([sname, "raw", arg], specs, "      ", lineno)
+    out += ["    end if", "    call finish(st, status)", f"  end subroutine {fn}"]
+    return out
+
+
 def parse_friendly(words, structs, lineno):
     """`!@friendly S TYPE [logical=..] [string=..] [allocatable=..] [skip=..]`:
     (S, TYPE, [(field, form)]) with form int, int64, logical, string:N or
@@ -541,6 +584,11 @@ def gen_fortran(template, header_parts):
         m = re.match(r"(\s*)!@copy\s+(.*)$", line)
         if m:
             out += gen_copy(m.group(2).split(), specs, m.group(1), i + 1)
+            i += 1
+            continue
+        m = re.match(r"\s*!@query\s+(.*)$", line)
+        if m:
+            out += gen_query(m.group(1).split(), functions, structs, specs, i + 1)
             i += 1
             continue
         m = re.match(r"\s*!@thin\s+(.*)$", line)

@@ -89,6 +89,34 @@ class Expansion(unittest.TestCase):
         self.assertIn("! Name of code, e.g. `\"X\"`.\n  function dds_name(code) result(s)", out)
         self.assertIn("s = from_c(c_dds_name(int(code, c_int32_t)))", out)
 
+    def test_query(self):
+        header = HEADER.replace("#ifdef __cplusplus\n}", "enum dds_status dds_pair_of(struct dds_store *store, "
+                                "const char *name, struct dds_pair *out);\n#ifdef __cplusplus\n}")
+        template = TEMPLATE.replace("contains", "!@friendly dds_pair pair_t string=tag skip=struct_size\n"
+                                    "contains\n  ! Fills a pair.\n!@query dds_pair_of pair")
+        out = gen.gen_fortran(template, gen.parse_header(header))
+        self.assertIn("""  ! Fills a pair.
+  subroutine dds_pair_of(store, name, pair, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    type(pair_t), intent(out) :: pair
+    integer, intent(out), optional :: status
+    type(c_dds_pair), target :: raw
+    integer(c_int) :: st
+    raw%struct_size = int(c_sizeof(raw), c_int32_t)
+    st = c_dds_pair_of(store%handle, c_chars(name), raw)
+    if (st == DDS_OK) then
+      pair%a = raw%a
+      pair%tag = from_c(c_loc(raw%tag))
+    end if
+    call finish(st, status)
+  end subroutine dds_pair_of
+""", out)
+        # Without a string field the raw struct needs no target.
+        out = gen.gen_fortran(template.replace("string=tag skip=struct_size", "skip=struct_size,tag"),
+                              gen.parse_header(header))
+        self.assertIn("    type(c_dds_pair) :: raw\n", out)
+
     def test_raw_interfaces(self):
         choices = gen.Choices()
         lines = "\n".join(gen.gen_raw_interfaces(self.parts[3], self.parts[2], choices))
@@ -129,6 +157,15 @@ class Refusals(unittest.TestCase):
 
     def test_copy_without_friendly(self):
         self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x", ["!@friendly"])
+
+    def test_query_of_another_shape(self):
+        template = TEMPLATE.replace("contains", "!@friendly dds_pair pair_t string=tag\ncontains")
+        self.refused(HEADER, template + "\n!@query dds_pair_get pair", ["dds_pair_get", "write its wrapper"])
+        self.refused(HEADER, template + "\n!@query dds_nope pair", ["!@query needs a function"])
+
+    def test_query_without_friendly(self):
+        header = HEADER.replace("struct dds_pair *out, int32_t *n", "struct dds_pair *out")
+        self.refused(header, TEMPLATE + "\n!@query dds_pair_get pair", ["dds_pair", "!@friendly"])
 
     def test_string_of_a_status_function(self):
         self.refused(HEADER, TEMPLATE + "\n!@string dds_thing", ["dds_thing", "C string"])
