@@ -722,8 +722,8 @@ contains
   ! Creates a store over communicator `comm` (integer handle; with mpi_f08
   ! pass comm%MPI_VAL). Collective. Options left out take the library's
   ! defaults (method 0, all ranks in one group, strings from the environment).
-  ! batch_mode (DDS_BATCH_COLLECTIVE or DDS_BATCH_ONESIDED; default
-  ! DDSTORE_BATCH_MODE, else collective) comes after status: pass it by keyword.
+  ! batch_mode (DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED or DDS_BATCH_AUTO;
+  ! default DDSTORE_BATCH_MODE, else collective) follows status: pass it by keyword.
   subroutine dds_create(store, comm, method, role, width, n_core, handshake_dir, &
                         fabric_provider, fabric_iface, nic_map, status, batch_mode)
     type(dds_store_t), intent(out) :: store
