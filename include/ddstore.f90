@@ -722,8 +722,8 @@ contains
   ! Creates a store over communicator `comm` (integer handle; with mpi_f08
   ! pass comm%MPI_VAL). Collective. Options left out take the library's
   ! defaults (method 0, all ranks in one group, strings from the environment).
-  ! batch_mode (DDS_BATCH_COLLECTIVE or DDS_BATCH_ONESIDED; default
-  ! DDSTORE_BATCH_MODE, else collective) comes after status: pass it by keyword.
+  ! batch_mode (DDS_BATCH_COLLECTIVE, DDS_BATCH_ONESIDED or DDS_BATCH_AUTO;
+  ! default DDSTORE_BATCH_MODE, else collective) follows status: pass it by keyword.
   subroutine dds_create(store, comm, method, role, width, n_core, handshake_dir, &
                         fabric_provider, fabric_iface, nic_map, status, batch_mode)
     type(dds_store_t), intent(out) :: store
@@ -1305,82 +1305,82 @@ contains
   ! From the !@template blocks below: they take the array's address and size
   ! and call a worker. A new generic over the array types: one more block here.
 
- subroutine add_i1_1d(store, name, a, row_elems, status)
+  subroutine add_i1_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     integer(c_int8_t), contiguous, target, intent(in) :: a(:)
-   integer(c_int64_t), intent(in), optional :: row_elems
+    integer(c_int64_t), intent(in), optional :: row_elems
     integer, intent(out), optional :: status
     integer(c_int64_t) :: elems
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = 1
-   if (present(row_elems)) elems = row_elems
+    elems = 1
+    if (present(row_elems)) elems = row_elems
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_i1_1d
 
- subroutine add_i4_1d(store, name, a, row_elems, status)
+  subroutine add_i4_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     integer(c_int32_t), contiguous, target, intent(in) :: a(:)
-   integer(c_int64_t), intent(in), optional :: row_elems
+    integer(c_int64_t), intent(in), optional :: row_elems
     integer, intent(out), optional :: status
     integer(c_int64_t) :: elems
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = 1
-   if (present(row_elems)) elems = row_elems
+    elems = 1
+    if (present(row_elems)) elems = row_elems
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_i4_1d
 
- subroutine add_i8_1d(store, name, a, row_elems, status)
+  subroutine add_i8_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     integer(c_int64_t), contiguous, target, intent(in) :: a(:)
-   integer(c_int64_t), intent(in), optional :: row_elems
+    integer(c_int64_t), intent(in), optional :: row_elems
     integer, intent(out), optional :: status
     integer(c_int64_t) :: elems
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = 1
-   if (present(row_elems)) elems = row_elems
+    elems = 1
+    if (present(row_elems)) elems = row_elems
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_i8_1d
 
- subroutine add_r4_1d(store, name, a, row_elems, status)
+  subroutine add_r4_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     real(c_float), contiguous, target, intent(in) :: a(:)
-   integer(c_int64_t), intent(in), optional :: row_elems
+    integer(c_int64_t), intent(in), optional :: row_elems
     integer, intent(out), optional :: status
     integer(c_int64_t) :: elems
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = 1
-   if (present(row_elems)) elems = row_elems
+    elems = 1
+    if (present(row_elems)) elems = row_elems
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_r4_1d
 
- subroutine add_r8_1d(store, name, a, row_elems, status)
+  subroutine add_r8_1d(store, name, a, row_elems, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     real(c_double), contiguous, target, intent(in) :: a(:)
-   integer(c_int64_t), intent(in), optional :: row_elems
+    integer(c_int64_t), intent(in), optional :: row_elems
     integer, intent(out), optional :: status
     integer(c_int64_t) :: elems
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = 1
-   if (present(row_elems)) elems = row_elems
+    elems = 1
+    if (present(row_elems)) elems = row_elems
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_r8_1d
 
- subroutine add_i1_2d(store, name, a, status)
+  subroutine add_i1_2d(store, name, a, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     integer(c_int8_t), contiguous, target, intent(in) :: a(:, :)
@@ -1389,11 +1389,11 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = size(a, 1, c_int64_t)
+    elems = size(a, 1, c_int64_t)
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_i1_2d
 
- subroutine add_i4_2d(store, name, a, status)
+  subroutine add_i4_2d(store, name, a, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     integer(c_int32_t), contiguous, target, intent(in) :: a(:, :)
@@ -1402,11 +1402,11 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = size(a, 1, c_int64_t)
+    elems = size(a, 1, c_int64_t)
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_i4_2d
 
- subroutine add_i8_2d(store, name, a, status)
+  subroutine add_i8_2d(store, name, a, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     integer(c_int64_t), contiguous, target, intent(in) :: a(:, :)
@@ -1415,11 +1415,11 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = size(a, 1, c_int64_t)
+    elems = size(a, 1, c_int64_t)
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_i8_2d
 
- subroutine add_r4_2d(store, name, a, status)
+  subroutine add_r4_2d(store, name, a, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     real(c_float), contiguous, target, intent(in) :: a(:, :)
@@ -1428,11 +1428,11 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = size(a, 1, c_int64_t)
+    elems = size(a, 1, c_int64_t)
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_r4_2d
 
- subroutine add_r8_2d(store, name, a, status)
+  subroutine add_r8_2d(store, name, a, status)
     type(dds_store_t), intent(in) :: store
     character(len=*), intent(in) :: name
     real(c_double), contiguous, target, intent(in) :: a(:, :)
@@ -1441,7 +1441,7 @@ contains
     type(c_ptr) :: p
     p = c_null_ptr
     if (size(a) > 0) p = c_loc(a)
-   elems = size(a, 1, c_int64_t)
+    elems = size(a, 1, c_int64_t)
     call add_any(store, name, p, size(a, kind=c_int64_t), storage_size(a) / 8, elems, status)
   end subroutine add_r8_2d
 

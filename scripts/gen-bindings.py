@@ -36,19 +36,29 @@ The template's directives (lines starting `!@`, which never reach the output):
   !@out-scalar F.p     C pointer parameter p of F as a scalar intent(out)
                        (other `T *` parameters are type(c_ptr), value);
   !@optional F.p       a `const struct *` parameter that may be omitted;
-  !@template GENERIC NAME ranks=R ... !@end-template
+  !@template GENERIC NAME [GENERIC2 NAME2 ...] ranks=R ... !@end-template
                        one specific NAME per array type and rank in R (0: a
-                       scalar, 1, 2), all specifics of interface GENERIC. In
+                       scalar, 1, 2), all specifics of interface GENERIC
+                       (and from the same body NAME2 of GENERIC2 ...). In
                        the body ${T} is the type (integer(c_int8_t) ...
                        real(c_double)), ${K} its suffix (i1 i4 i8 r4 r8),
                        ${R} the rank ("1d"), ${DIMS} "(:)" or "(:, :)",
                        ${COLS} the first extent of a 2-D array (-1_c_int64_t
-                       for 1-D); a line starting `!@1d ` or `!@2d ` is kept
-                       for that rank only;
+                       for 1-D), ${N} the specific's name; a line starting
+                       `!@1d` or `!@2d` is kept for that rank only, one
+                       starting `!@GENERIC` for that generic's specifics
+                       only (the rest of the line, indentation included,
+                       is the line);
   !@string F1 F2 ...   friendly functions for C functions returning a C
                        string: the Fortran string, the integer arguments as
                        default integers, with the header comment's first
                        sentence;
+  !@query F ARG        the friendly wrapper of query F, a C function taking the
+                       store, names (`const char *`) and last a struct S to fill:
+                       subroutine F(store, [name,] ARG, status) with ARG of
+                       S's !@friendly type (written above), S's struct_size
+                       set, the C call and, on success, ARG filled as !@copy
+                       does; its comment stays in the template;
   !@note ...           a comment of the template itself.
 
 A new C function gets its c_dds_* interface by itself; its friendly wrapper is
@@ -313,6 +323,43 @@ def gen_string(names, functions, docs):
     return out
 
 
+def gen_query(words, functions, structs, specs, lineno):
+    """`!@query F ARG`: the wrapper of a C function filling a struct with a
+    !@friendly type."""
+    by_name = {f[1]: f for f in functions}
+    if len(words) != 2 or words[0] not in by_name:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query needs a function of the header and an argument name")
+    fn, arg = words
+    ret, _, params = by_name[fn]
+    m = re.fullmatch(r"struct (\w+) \*", params[-1][0]) if len(params) >= 2 else None
+    if ret != "enum dds_status" or params[0][0] != "struct dds_store *" or not m \
+            or any(p[0] != "const char *" for p in params[1:-1]):
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query {fn}: not a function of the store and names "
+                       "filling a struct: write its wrapper")
+    sname = m.group(1)
+    if sname not in specs:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query {fn}: {sname} has no !@friendly type above it")
+    if "struct_size" not in [f[1] for f in structs[sname]]:
+        raise GenError(f"{F90_TEMPLATE}:{lineno}: !@query {fn}: {sname} has no struct_size to set")
+    names_ = [p[1] for p in params[1:-1]]
+    # The C strings are copied by c_loc, which needs a target.
+    target = ", target" if any(form.startswith("string") or form == "allocatable"
+                               for _, form in specs[sname][2]) else ""
+    out = [f"  subroutine {fn}(" + ", ".join(["store"] + names_ + [arg, "status"]) + ")",
+           "    type(dds_store_t), intent(in) :: store"]
+    out += [f"    character(len=*), intent(in) :: {n}" for n in names_]
+    out += [f"    type({specs[sname][1]}), intent(out) :: {arg}",
+            "    integer, intent(out), optional :: status",
+            f"    type(c_{sname}){target} :: raw",
+            "    integer(c_int) :: st",
+            "    raw%struct_size = int(c_sizeof(raw), c_int32_t)",
+            f"    st = c_{fn}(" + ", ".join(["store%handle"] + [f"c_chars({n})" for n in names_] + ["raw"]) + ")",
+            "    if (st == DDS_OK) then"]
+    out += gen_copy([sname, "raw", arg], specs, "      ", lineno)
+    out += ["    end if", "    call finish(st, status)", f"  end subroutine {fn}"]
+    return out
+
+
 def parse_friendly(words, structs, lineno):
     """`!@friendly S TYPE [logical=..] [string=..] [allocatable=..] [skip=..]`:
     (S, TYPE, [(field, form)]) with form int, int64, logical, string:N or
@@ -459,38 +506,54 @@ def gen_raw_interfaces(functions, structs, choices):
     return out
 
 
-TEMPLATE_HEAD = re.compile(r"\s*!@template\s+(\w+)\s+(\S+)\s+ranks=([012,]+)\s*$")
+TEMPLATE_HEAD = re.compile(r"\s*!@template\s+((?:\w+\s+\S+\s+)+)ranks=([012,]+)\s*$")
 
 
 def expand_template(head, body, lineno):
-    """The specific procedures of one `!@template GENERIC NAME ranks=...` block."""
-    generic, pattern, ranks = head.groups()
-    names, out = [], []
-    for rank in ranks.split(","):
-        if rank not in RANKS:
-            raise GenError(f"{F90_TEMPLATE}:{lineno}: rank {rank} (0, 1 or 2)")
-        dims, cols = RANKS[rank]
-        for k, ftype in KINDS:
-            subst = {"${K}": k, "${R}": rank + "d", "${T}": ftype, "${DIMS}": dims, "${COLS}": cols}
+    """The specific procedures of one `!@template GENERIC NAME [GENERIC NAME ...]
+    ranks=...` block: [(GENERIC, [specific names])] and their code."""
+    words, ranks = head.group(1).split(), head.group(2)
+    pairs = list(zip(words[0::2], words[1::2]))
+    generics = [g for g, _ in pairs]
+    result, out = [], []
+    for generic, pattern in pairs:
+        names = []
+        for rank in ranks.split(","):
+            if rank not in RANKS:
+                raise GenError(f"{F90_TEMPLATE}:{lineno}: rank {rank} (0, 1 or 2)")
+            dims, cols = RANKS[rank]
+            for k, ftype in KINDS:
+                subst = {"${K}": k, "${R}": rank + "d", "${T}": ftype, "${DIMS}": dims, "${COLS}": cols}
 
-            def fill(s):
-                for a, b in subst.items():
-                    s = s.replace(a, b)
-                if "${" in s:
-                    raise GenError(f"{F90_TEMPLATE}:{lineno}: unknown placeholder in {s.strip()!r}")
-                return s
+                def fill(s):
+                    for a, b in subst.items():
+                        s = s.replace(a, b)
+                    if "${" in s:
+                        raise GenError(f"{F90_TEMPLATE}:{lineno}: unknown placeholder in {s.strip()!r}")
+                    return s
 
-            names.append(fill(pattern))
-            if out:
-                out.append("")
-            for line in body:
-                m = re.match(r"(\s*)!@([012])d (.*)$", line)
-                if m:
-                    if m.group(2) != rank:
-                        continue
-                    line = m.group(1) + m.group(3)
-                out.append(fill(line))
-    return generic, names, out
+                names.append(fill(pattern))
+                subst["${N}"] = names[-1]
+                if out:
+                    out.append("")
+                for line in body:
+                    # Selectors: `!@1d` keeps a line for rank 1 only, `!@GENERIC`
+                    # for that generic's specifics only; the rest of the line,
+                    # its indentation included, is the line.
+                    keep = True
+                    while keep and (m := re.match(r"(\s*)!@(\w+)(?= )(.*)$", line)):
+                        if re.fullmatch(r"[012]d", m.group(2)):
+                            keep = m.group(2) == rank + "d"
+                        elif m.group(2) in generics:
+                            keep = m.group(2) == generic
+                        else:
+                            raise GenError(f"{F90_TEMPLATE}:{lineno}: unknown selector !@{m.group(2)} "
+                                           f"(a rank 0d, 1d or 2d or one of {generics})")
+                        line = m.group(1) + m.group(3)
+                    if keep:
+                        out.append(fill(line))
+        result.append((generic, names))
+    return result, out
 
 
 def gen_fortran(template, header_parts):
@@ -524,8 +587,8 @@ def gen_fortran(template, header_parts):
                 end += 1
             if end == len(lines):
                 raise GenError(f"{F90_TEMPLATE}:{i + 1}: !@template without !@end-template")
-            generic, names, body = expand_template(head, lines[i + 1:end], i + 1)
-            generics.append((generic, names))
+            specifics, body = expand_template(head, lines[i + 1:end], i + 1)
+            generics += specifics
             out += body
             if end + 1 < len(lines) and re.match(r"\s*!", lines[end + 1]):
                 out.append("")  # before the next template or its comment
@@ -541,6 +604,11 @@ def gen_fortran(template, header_parts):
         m = re.match(r"(\s*)!@copy\s+(.*)$", line)
         if m:
             out += gen_copy(m.group(2).split(), specs, m.group(1), i + 1)
+            i += 1
+            continue
+        m = re.match(r"\s*!@query\s+(.*)$", line)
+        if m:
+            out += gen_query(m.group(1).split(), functions, structs, specs, i + 1)
             i += 1
             continue
         m = re.match(r"\s*!@thin\s+(.*)$", line)

@@ -70,7 +70,7 @@ class Expansion(unittest.TestCase):
         self.assertIn("character(kind=c_char) :: tag(8) = c_null_char", out)
         self.assertIn("module procedure put_i1_1d, put_i4_1d", out)
         self.assertIn("real(c_double), intent(in) :: a(:, :)", out)
-        self.assertEqual(out.count("! cols size(a, 1, c_int64_t)"), 5)  # rank-2 lines only
+        self.assertEqual(out.count("\n    ! cols size(a, 1, c_int64_t)\n"), 5)  # rank-2 lines only, indented
         self.assertIn("  ! Does the thing.\n  subroutine dds_thing(store, name, status)", out)
         self.assertNotIn("!@", out)
 
@@ -88,6 +88,48 @@ class Expansion(unittest.TestCase):
         self.assertIn("x%a = raw%a\nx%on = raw%on /= 0\nx%tag = from_c(c_loc(raw%tag))", out)
         self.assertIn("! Name of code, e.g. `\"X\"`.\n  function dds_name(code) result(s)", out)
         self.assertIn("s = from_c(c_dds_name(int(code, c_int32_t)))", out)
+
+    def test_query(self):
+        header = HEADER.replace("#ifdef __cplusplus\n}", "enum dds_status dds_pair_of(struct dds_store *store, "
+                                "const char *name, struct dds_pair *out);\n#ifdef __cplusplus\n}")
+        template = TEMPLATE.replace("contains", "!@friendly dds_pair pair_t string=tag skip=struct_size\n"
+                                    "contains\n  ! Fills a pair.\n!@query dds_pair_of pair")
+        out = gen.gen_fortran(template, gen.parse_header(header))
+        self.assertIn("""  ! Fills a pair.
+  subroutine dds_pair_of(store, name, pair, status)
+    type(dds_store_t), intent(in) :: store
+    character(len=*), intent(in) :: name
+    type(pair_t), intent(out) :: pair
+    integer, intent(out), optional :: status
+    type(c_dds_pair), target :: raw
+    integer(c_int) :: st
+    raw%struct_size = int(c_sizeof(raw), c_int32_t)
+    st = c_dds_pair_of(store%handle, c_chars(name), raw)
+    if (st == DDS_OK) then
+      pair%a = raw%a
+      pair%tag = from_c(c_loc(raw%tag))
+    end if
+    call finish(st, status)
+  end subroutine dds_pair_of
+""", out)
+        # Without a string field the raw struct needs no target.
+        out = gen.gen_fortran(template.replace("string=tag skip=struct_size", "skip=struct_size,tag"),
+                              gen.parse_header(header))
+        self.assertIn("    type(c_dds_pair) :: raw\n", out)
+
+    def test_template_of_two_generics(self):
+        template = TEMPLATE.replace("!@template dds_put put_${K}_${R} ranks=1,2",
+                                    "!@template dds_put put_${K}_${R} dds_put_all put_all_${K}_${R} ranks=1,2")
+        template = template.replace("subroutine put_${K}_${R}", "subroutine ${N}").replace(
+            "  end subroutine ${N}", "!@dds_put_all    call all()\n  end subroutine ${N}")
+        out = gen.gen_fortran(template, self.parts)
+        self.assertIn("  interface dds_put\n    module procedure put_i1_1d, put_i4_1d", out)
+        self.assertIn("  interface dds_put_all\n    module procedure put_all_i1_1d, put_all_i4_1d", out)
+        self.assertIn("    real(c_double), intent(in) :: a(:)\n  end subroutine put_r8_1d\n", out)
+        self.assertIn("    real(c_double), intent(in) :: a(:)\n    call all()\n  end subroutine put_all_r8_1d\n", out)
+        self.assertEqual(out.count("call all()"), 10)
+        # Every dds_put specific comes before the first dds_put_all one.
+        self.assertLess(out.index("subroutine put_r8_2d("), out.index("subroutine put_all_i1_1d("))
 
     def test_raw_interfaces(self):
         choices = gen.Choices()
@@ -130,8 +172,21 @@ class Refusals(unittest.TestCase):
     def test_copy_without_friendly(self):
         self.refused(HEADER, TEMPLATE + "\n!@copy dds_pair raw x", ["!@friendly"])
 
+    def test_query_of_another_shape(self):
+        template = TEMPLATE.replace("contains", "!@friendly dds_pair pair_t string=tag\ncontains")
+        self.refused(HEADER, template + "\n!@query dds_pair_get pair", ["dds_pair_get", "write its wrapper"])
+        self.refused(HEADER, template + "\n!@query dds_nope pair", ["!@query needs a function"])
+
+    def test_query_without_friendly(self):
+        header = HEADER.replace("struct dds_pair *out, int32_t *n", "struct dds_pair *out")
+        self.refused(header, TEMPLATE + "\n!@query dds_pair_get pair", ["dds_pair", "!@friendly"])
+
     def test_string_of_a_status_function(self):
         self.refused(HEADER, TEMPLATE + "\n!@string dds_thing", ["dds_thing", "C string"])
+
+    def test_unknown_selector(self):
+        self.refused(HEADER, TEMPLATE.replace("!@2d    ! cols", "!@3d    ! cols"), ["unknown selector !@3d"])
+        self.refused(HEADER, TEMPLATE.replace("!@2d    ! cols", "!@dds_get    ! cols"), ["!@dds_get", "dds_put"])
 
     def test_unterminated_template(self):
         self.refused(HEADER, TEMPLATE.replace("!@end-template", ""), ["without !@end-template"])
