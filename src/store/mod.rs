@@ -16,6 +16,7 @@ use crate::mpi::Comm;
 use crate::transport::{Network, NodeMap, RmaProgress, Scratch};
 use crate::var::Variable;
 
+mod auto_check;
 mod batch;
 mod batch_mode;
 mod blob;
@@ -141,7 +142,7 @@ pub struct Store {
     /// Method 0: how `dds_get_batch` runs (the same on every rank).
     batch_mode: BatchMode,
     /// Method 0, auto batch mode: each variable's choice (batch_mode.rs).
-    auto: batch_mode::Auto,
+    auto: auto_check::Auto,
     /// Held around MPI calls from read paths when MPI is not THREAD_MULTIPLE.
     mpi_lock: Option<Mutex<()>>,
     /// How peers' shards are reached: MPI windows (method 0) or the
