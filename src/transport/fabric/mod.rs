@@ -3,7 +3,8 @@
 //! * [`select`]: provider and domain choice (environment, options);
 //!   [`nic_map`]: the NIC map that picks an interface by CPU affinity;
 //! * [`domain`]: one fabric/domain/address vector per store and the serving
-//!   endpoint with its [`progress`] thread; [`pool`]: its reader endpoints;
+//!   endpoint with its [`progress`] thread, opened collectively by [`open`];
+//!   [`pool`]: its reader endpoints;
 //!   [`iface`]: the network interface, agreed across nodes (the rule of
 //!   that agreement in [`iface_choice`]); [`info`]: the `fi_getinfo` queries;
 //! * [`mr`]: shard registrations (remote read only) and destination
@@ -23,6 +24,7 @@ pub(crate) mod iface_choice;
 pub(crate) mod info;
 pub mod mr;
 pub mod nic_map;
+pub(crate) mod open;
 pub(crate) mod pool;
 pub(crate) mod progress;
 pub mod select;
