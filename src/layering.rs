@@ -27,7 +27,7 @@ const LAYERS: &[&[&str]] = &[
     // mpi-sys wrappers; device memory.
     &["mpi", "gpu"],
     // Leaves.
-    &["config", "profile", "copy", "hash"],
+    &["config", "profile", "copy", "hash", "trust"],
     &["error"],
 ];
 

@@ -26,8 +26,8 @@ use super::collective::enter;
 use super::snapshot_format::{self as format, Manifest, VarEntry, MANIFEST};
 use super::{Collective, Store};
 use crate::error::{bail, err, Result};
-use crate::handshake::my_uid;
 use crate::mpi::{agree, Comm};
+use crate::trust::my_uid;
 use crate::var::{Variable, INDEX_ROW_BYTES};
 
 const PARTIAL: &str = ".partial-";

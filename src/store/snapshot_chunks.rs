@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 
 use crate::error::{bail, err, Error, Result};
-use crate::handshake::my_uid;
+use crate::trust::{check_private, open_no_link};
 
 /// Reader threads per rank: two keep a read in flight while a chunk is
 /// verified (the checksum runs at memory speed, the disk is the limit).
@@ -40,29 +40,11 @@ impl ShardFile {
     /// Opens `path` and checks it: a plain file of this user's, not
     /// writable by group or others, `want_len` bytes long, no symbolic link.
     pub(super) fn open(path: &Path, want_len: u64) -> Result<ShardFile> {
-        let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(Io, "{}: shard file missing", path.display()),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                bail!(Io, "{} is a symbolic link: refusing to trust it", path.display())
-            }
-            Err(e) => bail!(Io, "cannot open {}: {e}", path.display()),
-        };
-        let md = f.metadata().map_err(|e| err!(Io, "cannot stat {}: {e}", path.display()))?;
+        let Some((f, md)) = open_no_link(path, "")? else { bail!(Io, "{}: shard file missing", path.display()) };
         if !md.is_file() {
             bail!(Io, "{} is not a plain file", path.display());
         }
-        if md.uid() != my_uid() {
-            bail!(Io, "{} is owned by uid {}, not by this user: refusing to trust it", path.display(), md.uid());
-        }
-        if md.mode() & 0o022 != 0 {
-            bail!(
-                Io,
-                "{} may be written by group or others (mode {:o}): refusing to trust it",
-                path.display(),
-                md.mode() & 0o777
-            );
-        }
+        check_private(path, &md, "")?;
         if md.len() != want_len {
             bail!(Io, "{}: truncated or resized: {} bytes, the manifest says {want_len}", path.display(), md.len());
         }
