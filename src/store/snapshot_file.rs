@@ -1,9 +1,11 @@
-//! A snapshot's shard file as `dds_load` reads it: opened and checked like
-//! a hand-shake record (trust.rs), and read with O_DIRECT, as `dd
-//! iflag=direct` reads, where the file system has it and the destination
-//! and offset are page-aligned (a page-aligned buffer, `Bounce`, stands in
-//! for a destination that is not), through the page cache otherwise. Which
-//! chunks are read, and their checks, are snapshot_chunks.rs's.
+//! A snapshot's shard files on the disk: written by `dds_save` (`write_new`)
+//! and, for `dds_load`, opened and checked like a hand-shake record
+//! (trust.rs) and read (`ShardFile`); both with O_DIRECT, as `dd
+//! oflag=direct` and `iflag=direct` do, where the file system has it and the
+//! memory and offset are page-aligned (a page-aligned buffer, `Bounce`,
+//! stands in for a destination that is not), through the page cache
+//! otherwise. Which chunks a load reads, and their checks, are
+//! snapshot_chunks.rs's.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
@@ -15,6 +17,42 @@ use crate::trust::{check_private, open_no_link};
 /// O_DIRECT's alignment of addresses, offsets and lengths (a page covers the
 /// logical block size of every file system we know).
 pub(super) const ALIGN: usize = 4096;
+
+/// Below this, a file is written through the page cache only.
+const DIRECT_MIN: usize = 1 << 20;
+
+/// Writes a new file, 0600, never through a link, and fsyncs it. A large
+/// page-aligned shard (a shared-memory segment) goes to the disk with
+/// O_DIRECT up to its last whole page, as `dd oflag=direct` does: no copy
+/// into the page cache, which made saves slower than the disk. The rest,
+/// and everything where the file system refuses O_DIRECT, is written
+/// through the page cache.
+pub(super) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |what: &str, e: std::io::Error| err!(Io, "cannot {what} {}: {e}", path.display());
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| io("create", e))?;
+    let bulk = bytes.len() / ALIGN * ALIGN;
+    let mut done = 0;
+    if bytes.len() >= DIRECT_MIN && (bytes.as_ptr() as usize) % ALIGN == 0 {
+        // The file was just created in our private directory: the path is ours.
+        let direct = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW).open(path);
+        if let Ok(d) = direct {
+            match d.write_all_at(&bytes[..bulk], 0) {
+                Ok(()) => done = bulk,
+                // Refused (EINVAL: alignment or a file system without it): all through the page cache.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(io("write", e)),
+            }
+        }
+    }
+    f.write_all_at(&bytes[done..], done as u64).map_err(|e| io("write", e))?;
+    f.sync_all().map_err(|e| io("fsync", e))
+}
 
 /// A shard file opened for reading and checked like a hand-shake record.
 pub(super) struct ShardFile {
@@ -107,3 +145,43 @@ impl Drop for Bounce {
 
 // SAFETY: the buffer is owned and used by one thread at a time.
 unsafe impl Send for Bounce {}
+
+#[cfg(test)]
+mod tests {
+    use super::{write_new, ALIGN, DIRECT_MIN};
+
+    /// Page-aligned buffers of several sizes (the O_DIRECT bulk plus a
+    /// buffered tail, or all buffered) and an unaligned one: the file holds
+    /// exactly the bytes, 0600. /dev/shm refuses O_DIRECT (the fallback).
+    #[test]
+    fn write_new_direct_and_buffered() {
+        let n = 3 * DIRECT_MIN + 1234;
+        let layout = std::alloc::Layout::from_size_align(n + 1, ALIGN).unwrap();
+        // SAFETY: a fresh allocation of n + 1 bytes, filled before use, freed below.
+        let buf = unsafe {
+            let p = std::alloc::alloc(layout);
+            for i in 0..=n {
+                *p.add(i) = (i * 131 % 251) as u8;
+            }
+            std::slice::from_raw_parts(p, n + 1)
+        };
+        for base in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+            let dir = base.join(format!("dds-write-new-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            for (k, bytes) in [&buf[..n], &buf[..DIRECT_MIN], &buf[..DIRECT_MIN - 1], &buf[1..n + 1], &buf[..10]]
+                .into_iter()
+                .enumerate()
+            {
+                let path = dir.join(format!("f{k}"));
+                write_new(&path, bytes).unwrap();
+                assert_eq!(std::fs::read(&path).unwrap(), bytes, "{} case {k}", dir.display());
+                use std::os::unix::fs::PermissionsExt;
+                assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+                assert!(write_new(&path, bytes).is_err(), "a second write of {} must be refused", path.display());
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // SAFETY: allocated above with this layout.
+        unsafe { std::alloc::dealloc(buf.as_ptr() as *mut u8, layout) };
+    }
+}
