@@ -4,7 +4,7 @@
 //! stores) and validated: a malformed value is an error naming the variable,
 //! never a silent default.
 
-use crate::error::{bail, Result};
+use crate::error::{bail, err, Result};
 
 /// How a method-0 batch moves the rows that travel (`DDSTORE_BATCH_EXCHANGE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,19 +104,13 @@ impl MpiProgress {
 
 fn mpi_progress(value: Option<String>) -> Result<MpiProgress> {
     let Some(v) = value else { return Ok(MpiProgress::Auto) };
-    let t = v.trim().to_ascii_lowercase();
-    if t == "auto" {
-        Ok(MpiProgress::Auto)
-    } else if SWITCH_ON.contains(&t.as_str()) {
-        Ok(MpiProgress::On)
-    } else if SWITCH_OFF.contains(&t.as_str()) {
-        Ok(MpiProgress::Off)
-    } else {
-        bail!(
+    let got = auto_or_switch(&v, [MpiProgress::Auto, MpiProgress::On, MpiProgress::Off]);
+    got.ok_or_else(|| {
+        err!(
             InvalidArgument,
             "DDSTORE_MPI_PROGRESS={v:?} is not auto or a switch: use auto, 1/0, on/off, true/false or yes/no"
         )
-    }
+    })
 }
 
 /// Whether node-local segments use hugetlbfs pages (`DDSTORE_HUGEPAGES`).
@@ -487,17 +481,26 @@ pub const SWITCH_ON: [&str; 4] = ["1", "on", "true", "yes"];
 /// See [`SWITCH_ON`].
 pub const SWITCH_OFF: [&str; 4] = ["0", "off", "false", "no"];
 
+/// `auto`, or a word of `SWITCH_ON` or `SWITCH_OFF` (any case, surrounding
+/// blanks ignored), as the value given for it in `[auto, on, off]`; None
+/// for anything else. The words of `switch`, `DDSTORE_MPI_PROGRESS` and
+/// `DDSTORE_GPU_DIRECT`.
+pub fn auto_or_switch<T>(v: &str, [auto, on, off]: [T; 3]) -> Option<T> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "auto" => Some(auto),
+        t if SWITCH_ON.contains(&t) => Some(on),
+        t if SWITCH_OFF.contains(&t) => Some(off),
+        _ => None,
+    }
+}
+
 /// An on/off switch: exactly one of `1`/`0`, `on`/`off`, `true`/`false`,
 /// `yes`/`no` (any case, surrounding blanks ignored); anything else is refused.
 pub fn switch(var: &str, value: Option<String>, default: bool) -> Result<bool> {
     let Some(v) = value else { return Ok(default) };
-    let t = v.trim().to_ascii_lowercase();
-    if SWITCH_ON.contains(&t.as_str()) {
-        Ok(true)
-    } else if SWITCH_OFF.contains(&t.as_str()) {
-        Ok(false)
-    } else {
-        bail!(InvalidArgument, "{var}={v:?} is not a switch: use 1/0, on/off, true/false or yes/no")
+    match auto_or_switch(&v, [None, Some(true), Some(false)]).flatten() {
+        Some(on) => Ok(on),
+        None => bail!(InvalidArgument, "{var}={v:?} is not a switch: use 1/0, on/off, true/false or yes/no"),
     }
 }
 

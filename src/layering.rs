@@ -27,7 +27,7 @@ const LAYERS: &[&[&str]] = &[
     // mpi-sys wrappers; device memory.
     &["mpi", "gpu"],
     // Leaves.
-    &["config", "profile", "copy", "hash"],
+    &["config", "profile", "copy", "hash", "trust"],
     &["error"],
 ];
 
@@ -81,17 +81,18 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
 
-/// The top-level modules a source text names through `crate::`, with the
-/// line of each (comment lines skipped).
-fn crate_refs(text: &str) -> Vec<(usize, String)> {
+/// The names a source text puts right after `head` (each name of a
+/// `head{a, b::c}` group too) that `keep` accepts, with the line of each
+/// (comment lines skipped).
+fn names_after(text: &str, head: &str, keep: impl Fn(&str) -> bool) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim_start().starts_with("//") {
             continue;
         }
         let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
+        while let Some(at) = rest.find(head) {
+            rest = &rest[at + head.len()..];
             // `crate::{a, b::c}` names several modules.
             let names: Vec<&str> = match rest.strip_prefix('{') {
                 Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
@@ -100,7 +101,7 @@ fn crate_refs(text: &str) -> Vec<(usize, String)> {
             for name in names {
                 let name = name.trim_start();
                 let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(name.len());
-                if end > 0 {
+                if end > 0 && keep(name) {
                     out.push((n + 1, name[..end].to_string()));
                 }
             }
@@ -109,33 +110,17 @@ fn crate_refs(text: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The top-level modules a source text names through `crate::`, with the
+/// line of each (comment lines skipped).
+fn crate_refs(text: &str) -> Vec<(usize, String)> {
+    names_after(text, "crate::", |_| true)
+}
+
 /// The submodules of `module` a source text names through
 /// `crate::module::` (lower-case path segments: items at its root, which
 /// are types and functions, are not modules), with the line of each.
 fn submodule_refs(text: &str, module: &str) -> Vec<(usize, String)> {
-    let head = format!("crate::{module}::");
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("//") {
-            continue;
-        }
-        let mut rest = line;
-        while let Some(at) = rest.find(&head) {
-            rest = &rest[at + head.len()..];
-            let names: Vec<&str> = match rest.strip_prefix('{') {
-                Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
-                None => vec![rest],
-            };
-            for name in names {
-                let name = name.trim_start();
-                let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(name.len());
-                if end > 0 && name.starts_with(|c: char| c.is_ascii_lowercase()) {
-                    out.push((n + 1, name[..end].to_string()));
-                }
-            }
-        }
-    }
-    out
+    names_after(text, &format!("crate::{module}::"), |name| name.starts_with(|c: char| c.is_ascii_lowercase()))
 }
 
 /// Every use in the sources under `src` that breaks the table, as

@@ -21,7 +21,8 @@
 //! - [`mpi`]: small wrappers over mpi-sys; [`gpu`]: device memory
 //!   (classification, staging);
 //! - leaves: [`config`] (environment variables), [`error`] (the status list),
-//!   [`profile`] (counters), [`copy`] (the row copy), [`hash`] (FNV-1a).
+//!   [`profile`] (counters), [`copy`] (the row copy), [`hash`] (FNV-1a),
+//!   [`trust`] (whether a file may be trusted: owner, mode, no link).
 //!
 //! The layers are written once, in src/layering.rs, whose test fails when a
 //! module uses one above it or names a concrete transport from above. docs/dev/architecture.md has the map, a read's path
@@ -51,6 +52,7 @@ pub(crate) mod shard;
 pub(crate) mod store;
 #[doc(hidden)]
 pub mod transport;
+pub(crate) mod trust;
 pub(crate) mod var;
 
 // The layer table and the test that checks every `crate::` use against it.

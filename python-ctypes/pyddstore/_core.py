@@ -439,27 +439,9 @@ class PyDDStore:
         h = self._h
         if h is None:
             self._handle()  # raises
-        try:
-            var = self._vars.get(name) or self._var(name)
-        except TypeError:  # an unhashable name
-            var = self._var(name)
-        # The shortcut: a writable C-contiguous numpy array of an accepted dtype
-        # of the variable's item size (from_buffer refuses read-only and
-        # non-contiguous arrays; len() refuses 0-d ones). Anything else takes
-        # the full checks, which raise the precise error.
-        ptr = None
-        if type(arr) is _ndarray and arr.dtype in var.dtypes:
-            try:
-                ptr = _from_buffer(_CHARS, arr, True)
-                rows = len(arr)
-            except (ValueError, TypeError, BufferError):
-                ptr = None
-        if ptr is None:
-            ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-            if itemsize != var.itemsize:
-                self._itemsize_check(var, name, itemsize)
-        else:
-            nbytes, gpu = len(ptr), False
+        var, ptr, nbytes, itemsize, rows, gpu = self._destination(name, arr)
+        if itemsize != var.itemsize:
+            self._itemsize_check(var, name, itemsize)
         if type(start) is not int:
             start = _row(start, "start")
         try:
@@ -477,6 +459,27 @@ class PyDDStore:
         if prof:
             self._py_gets += 1
             self._py_get += _perf() - t0
+
+    def _destination(self, name, arr):
+        """Variable `name` and the destination `arr` of a read, for get and
+        get_batch: (var, ptr, nbytes, itemsize, rows, gpu); the caller checks
+        the item size (after its device check, if it has one). The shortcut:
+        a writable C-contiguous numpy array of an accepted dtype of the
+        variable's item size (from_buffer refuses read-only and non-contiguous
+        arrays; len() refuses 0-d ones). Anything else takes the full checks,
+        which raise the precise error."""
+        try:
+            var = self._vars.get(name) or self._var(name)
+        except TypeError:  # an unhashable name
+            var = self._var(name)
+        if type(arr) is _ndarray and arr.dtype in var.dtypes:
+            try:
+                ptr = _from_buffer(_CHARS, arr, True)
+                return var, ptr, len(ptr), var.itemsize, len(arr), False
+            except (ValueError, TypeError, BufferError):
+                pass
+        ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
+        return var, ptr, nbytes, itemsize, rows, gpu
 
     def get_batch(self, name, arr, indices):
         """Row i of `arr` receives global row indices[i]. Collective for method 0 in the collective batch mode."""
@@ -504,25 +507,10 @@ class PyDDStore:
         alive). On a bad argument, a collective batch is failed on every rank
         (dds_fail_collective) before the error is raised."""
         try:
-            try:
-                var = self._vars.get(name) or self._var(name)
-            except TypeError:  # an unhashable name
-                var = self._var(name)
-            ptr = stream = None
-            if type(arr) is _ndarray and arr.dtype in var.dtypes:  # the shortcut of get()
-                try:
-                    ptr = _from_buffer(_CHARS, arr, True)
-                    rows = len(arr)
-                except (ValueError, TypeError, BufferError):
-                    ptr = None
-            if ptr is None:
-                ptr, nbytes, itemsize, rows, _, gpu = extract(arr, "arr", writable=True)
-                if gpu:
-                    stream = self._device(arr, ptr, nbytes, name, "destination")
-                if itemsize != var.itemsize:
-                    self._itemsize_check(var, name, itemsize)
-            else:
-                nbytes = len(ptr)
+            var, ptr, nbytes, itemsize, rows, gpu = self._destination(name, arr)
+            stream = self._device(arr, ptr, nbytes, name, "destination") if gpu else None
+            if itemsize != var.itemsize:
+                self._itemsize_check(var, name, itemsize)
             iptr = None
             idx = indices
             if type(indices) is _ndarray and indices.dtype is _INT64 and indices.ndim == 1:

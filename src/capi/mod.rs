@@ -299,13 +299,21 @@ pub(crate) fn out_ptr(what: &str, p: *mut std::os::raw::c_void, len: usize) -> R
     Ok(p as *mut u8)
 }
 
-/// Checks a caller-sized output struct: `struct_size` must cover at least the
-/// fields of the first version of the struct.
-pub(crate) fn check_struct_size(what: &str, got: u32, min: usize) -> Result<()> {
+/// The `struct_size` the caller set in its output struct `*out` (read by
+/// `size`), checked: `out` is not NULL and the size covers at least the
+/// fields of the first version of the struct (`min` bytes).
+///
+/// # Safety
+/// `out` is NULL or points to a readable struct of type `T`.
+pub(crate) unsafe fn out_struct_size<T>(out: *mut T, what: &str, min: usize, size: impl Fn(&T) -> u32) -> Result<u32> {
+    if out.is_null() {
+        bail!(InvalidArgument, "out is NULL");
+    }
+    let got = size(&*out);
     if (got as usize) < min {
         bail!(InvalidArgument, "{what}.struct_size is {got}; set it to sizeof({what}) before the call");
     }
-    Ok(())
+    Ok(got)
 }
 
 /// Copies `value` into the caller's struct, at most `size` bytes of it (so an

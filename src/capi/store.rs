@@ -10,7 +10,7 @@ use super::types::{
     DDS_SETTINGS_PATH_BYTES,
 };
 use super::{
-    check_struct_size, guard, name_arg, opt_string, peek_store, register_store, store_of, take_store, write_sized,
+    guard, name_arg, opt_string, out_struct_size, peek_store, register_store, store_of, take_store, write_sized,
 };
 use crate::error::{bail, Error, Kind, Result};
 use crate::store::{BatchMode, Collective, GpuMode, Options, Settings, Store};
@@ -120,11 +120,7 @@ pub unsafe extern "C" fn dds_create(
 #[no_mangle]
 pub unsafe extern "C" fn dds_store_settings(store: *mut dds_store, out: *mut dds_settings) -> dds_status {
     guard("dds_store_settings", || {
-        if out.is_null() {
-            bail!(InvalidArgument, "out is NULL");
-        }
-        let size = (*out).struct_size;
-        check_struct_size("dds_settings", size, std::mem::size_of::<dds_settings>())?;
+        let size = out_struct_size(out, "dds_settings", std::mem::size_of::<dds_settings>(), |o| o.struct_size)?;
         let s = if store.is_null() { Settings::defaults()? } else { store_of(store)?.settings() };
         let dir = s.handshake_dir.as_os_str().as_encoded_bytes();
         if dir.len() >= DDS_SETTINGS_PATH_BYTES {

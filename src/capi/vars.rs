@@ -3,7 +3,7 @@
 use std::os::raw::{c_char, c_void};
 
 use super::types::{dds_counters, dds_status, dds_store, dds_var_info};
-use super::{check_struct_size, guard, in_bytes, name_arg, store_of, write_sized};
+use super::{guard, in_bytes, name_arg, out_struct_size, store_of, write_sized};
 use crate::error::{bail, Result};
 use crate::store::{Collective, Shape};
 
@@ -124,11 +124,7 @@ pub unsafe extern "C" fn dds_info(store: *mut dds_store, name: *const c_char, ou
     guard("dds_info", || {
         let s = store_of(store)?;
         let name = name_arg(name)?;
-        if out.is_null() {
-            bail!(InvalidArgument, "out is NULL");
-        }
-        let size = (*out).struct_size;
-        check_struct_size("dds_var_info", size, INFO_V1)?;
+        let size = out_struct_size(out, "dds_var_info", INFO_V1, |o| o.struct_size)?;
         let i = s.info(name)?;
         let mut value = dds_var_info {
             struct_size: size,
@@ -164,11 +160,7 @@ pub unsafe extern "C" fn dds_profile(store: *mut dds_store, name: *const c_char,
     guard("dds_profile", || {
         let s = store_of(store)?;
         let name = name_arg(name)?;
-        if out.is_null() {
-            bail!(InvalidArgument, "out is NULL");
-        }
-        let size = (*out).struct_size;
-        check_struct_size("dds_counters", size, COUNTERS_V1)?;
+        let size = out_struct_size(out, "dds_counters", COUNTERS_V1, |o| o.struct_size)?;
         let (c, on) = s.profile(name)?;
         let value = dds_counters { struct_size: size, profiling: on as u32, ..dds_counters::from(c) };
         write_sized(out, &value, size);

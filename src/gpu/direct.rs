@@ -7,8 +7,8 @@
 //! combination is table-tested here; the store applies it (store/direct.rs).
 
 use super::MemKind;
-use crate::config::{SWITCH_OFF, SWITCH_ON};
-use crate::error::{bail, Result};
+use crate::config::auto_or_switch;
+use crate::error::{bail, err, Result};
 
 /// `DDSTORE_GPU_DIRECT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -26,16 +26,9 @@ pub enum Direct {
 impl Direct {
     /// Parses `DDSTORE_GPU_DIRECT`: the switch words, or `auto`.
     pub fn parse(v: &str) -> Result<Direct> {
-        let t = v.trim().to_ascii_lowercase();
-        if t == "auto" {
-            Ok(Direct::Auto)
-        } else if SWITCH_ON.contains(&t.as_str()) {
-            Ok(Direct::On)
-        } else if SWITCH_OFF.contains(&t.as_str()) {
-            Ok(Direct::Off)
-        } else {
-            bail!(InvalidArgument, "DDSTORE_GPU_DIRECT={v:?} is not auto or a switch (1/0, on/off, true/false, yes/no)")
-        }
+        auto_or_switch(v, [Direct::Auto, Direct::On, Direct::Off]).ok_or_else(|| {
+            err!(InvalidArgument, "DDSTORE_GPU_DIRECT={v:?} is not auto or a switch (1/0, on/off, true/false, yes/no)")
+        })
     }
 }
 
@@ -190,6 +183,7 @@ pub fn shard_iface(caps: Option<Caps>, want: Direct, host_as: Option<Iface>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{SWITCH_OFF, SWITCH_ON};
 
     const WANTS: [Direct; 3] = [Direct::Off, Direct::On, Direct::Auto];
 

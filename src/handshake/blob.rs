@@ -17,6 +17,7 @@
 //! | data | u32 length + bytes |
 //! | FNV-1a-64 of every byte before it | u64 |
 
+use super::record::{unseal, CHECKSUM};
 use crate::error::{bail, err, Result};
 use crate::hash::fnv1a;
 
@@ -28,7 +29,6 @@ pub const BLOB_SUFFIX: &str = ".ddsblob";
 pub const BLOB_MAX_BYTES: usize = 1 << 20;
 /// magic + version + reserved + length + time.
 const HEAD: usize = 8 + 4 + 4 + 8 + 8;
-const CHECKSUM: usize = 8;
 
 /// A parsed blob file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,11 +91,7 @@ pub fn parse_blob(bytes: &[u8], what: &str, name: &str) -> Result<Blob> {
     if bytes.len() as u64 != total {
         bail!(Io, "{what}: corrupt or truncated ({} bytes but its header says {total})", bytes.len());
     }
-    let (body, sum) = bytes.split_at(bytes.len() - CHECKSUM);
-    if fnv1a(body) != u64::from_le_bytes(sum.try_into().unwrap()) {
-        bail!(Io, "{what}: corrupt (checksum mismatch)");
-    }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    let (body, version) = unseal(bytes, what)?;
     if version != BLOB_VERSION {
         bail!(
             Unsupported,

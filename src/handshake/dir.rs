@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::now_ns;
 use crate::error::{bail, err, Result};
+use crate::trust::{check_private, my_uid, open_no_link};
 
 pub const DONE_PREFIX: &str = "ddsdone.";
 
@@ -34,12 +35,6 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
             check_dir(dir, &m)
         }
     }
-}
-
-/// This process's user, the owner every trusted file and directory must have.
-pub fn my_uid() -> u32 {
-    // SAFETY: getuid cannot fail.
-    unsafe { libc::getuid() }
 }
 
 /// Refuses a directory owned by another user or writable by group or
@@ -107,27 +102,8 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 /// Reads a hand-shake file: None when it does not exist. Refuses a file
 /// owned by another user or writable by group or others, and a symbolic link.
 pub fn read_checked(path: &Path) -> Result<Option<Vec<u8>>> {
-    let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            bail!(Io, "{} is a symbolic link: refusing to trust it (records are plain files)", path.display())
-        }
-        Err(e) => bail!(Io, "cannot open {}: {e}", path.display()),
-    };
-    let m = f.metadata().map_err(|e| err!(Io, "cannot stat {}: {e}", path.display()))?;
-    let me = my_uid();
-    if m.uid() != me {
-        bail!(Io, "{} is owned by uid {}, not by this user (uid {me}): refusing to trust it", path.display(), m.uid());
-    }
-    if m.mode() & 0o022 != 0 {
-        bail!(
-            Io,
-            "{} may be written by group or others (mode {:o}): refusing to trust it (records are 0600)",
-            path.display(),
-            m.mode() & 0o777
-        );
-    }
+    let Some((f, m)) = open_no_link(path, " (records are plain files)")? else { return Ok(None) };
+    check_private(path, &m, " (records are 0600)")?;
     let mut buf = Vec::with_capacity(m.len() as usize);
     use std::io::Read;
     let mut f = f;

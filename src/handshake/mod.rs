@@ -60,7 +60,7 @@ mod remote;
 
 pub use blob::{blob_file_name, check_size, parse_blob, serialize_blob, Blob, BLOB_MAX_BYTES};
 pub use dir::{
-    check_dir, count_done, ensure_dir, my_uid, poll, read_checked, resolve_dir, write_atomic, write_done, DONE_PREFIX,
+    check_dir, count_done, ensure_dir, poll, read_checked, resolve_dir, write_atomic, write_done, DONE_PREFIX,
 };
 pub use record::{
     now_ns, parse, record_file_name, serialize, Expect, ProviderCheck, RankRecord, Record, FORMAT_VERSION, MAGIC,

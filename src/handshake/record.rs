@@ -12,7 +12,7 @@ pub const STATE_PUBLISHED: u32 = 1;
 pub const STATE_WITHDRAWN: u32 = 2;
 /// magic + version + state + length.
 const ENVELOPE_HEAD: usize = 8 + 4 + 4 + 8;
-const CHECKSUM: usize = 8;
+pub(super) const CHECKSUM: usize = 8;
 const SAFE_MAX: usize = 120;
 /// Smallest rank entry: empty address (u16 length) + key + base + rows.
 const RANK_MIN: usize = 2 + 8 + 8 + 8;
@@ -172,6 +172,18 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The body of a sealed hand-shake file (a record or a blob: every byte
+/// before the trailing FNV-1a-64) once that checksum matches, and the
+/// format version the envelope names. The caller has checked the magic and
+/// the length.
+pub(super) fn unseal<'a>(bytes: &'a [u8], what: &str) -> Result<(&'a [u8], u32)> {
+    let (body, sum) = bytes.split_at(bytes.len() - CHECKSUM);
+    if fnv1a(body) != u64::from_le_bytes(sum.try_into().unwrap()) {
+        bail!(Io, "{what}: corrupt (checksum mismatch)");
+    }
+    Ok((body, u32::from_le_bytes(bytes[8..12].try_into().unwrap())))
+}
+
 /// Parses and checks a record file's bytes; `what` names the file in messages.
 pub fn parse(bytes: &[u8], what: &str, want: &Expect) -> Result<Record> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
@@ -190,11 +202,7 @@ pub fn parse(bytes: &[u8], what: &str, want: &Expect) -> Result<Record> {
     if bytes.len() as u64 != total {
         bail!(Io, "{what}: corrupt ({} bytes but its header says {total})", bytes.len());
     }
-    let (body, sum) = bytes.split_at(bytes.len() - CHECKSUM);
-    if fnv1a(body) != u64::from_le_bytes(sum.try_into().unwrap()) {
-        bail!(Io, "{what}: corrupt (checksum mismatch)");
-    }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    let (body, version) = unseal(bytes, what)?;
     if version != FORMAT_VERSION {
         bail!(
             Unsupported,

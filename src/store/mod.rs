@@ -36,6 +36,7 @@ mod request_threads;
 mod settings;
 mod snapshot;
 mod snapshot_chunks;
+mod snapshot_file;
 mod snapshot_format;
 mod snapshot_load;
 mod snapshot_read;

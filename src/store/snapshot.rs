@@ -1,6 +1,7 @@
 //! Snapshots of a store (`dds_save`, `dds_load`): a restarted job, on any
 //! number of ranks, rebuilds its variables from a directory instead of from
-//! the source files. The format is in snapshot_format.rs.
+//! the source files. The format is in snapshot_format.rs, the shard files'
+//! writes and checked reads (O_DIRECT) in snapshot_file.rs.
 //!
 //! Save: every rank writes its own shards into `<dir>.partial-<token>` (the
 //! token agreed on every rank), each file 0600 and fsynced; rank 0 writes the
@@ -17,17 +18,18 @@
 //! `dds_add` / `dds_add_ragged`.
 
 use std::borrow::Cow;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, DirBuilder, File};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::collective::enter;
+use super::snapshot_file::write_new;
 use super::snapshot_format::{self as format, Manifest, VarEntry, MANIFEST};
 use super::{Collective, Store};
 use crate::error::{bail, err, Result};
-use crate::handshake::my_uid;
 use crate::mpi::{agree, Comm};
+use crate::trust::my_uid;
 use crate::var::{Variable, INDEX_ROW_BYTES};
 
 const PARTIAL: &str = ".partial-";
@@ -60,45 +62,6 @@ pub(super) fn refuse_partial(dir: &Path) -> Result<()> {
 
 fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| err!(Io, "cannot fsync {}: {e}", dir.display()))
-}
-
-/// Below this, a file is written through the page cache only.
-const DIRECT_MIN: usize = 1 << 20;
-/// O_DIRECT's alignment of addresses, offsets and lengths (a page covers
-/// the logical block size of every file system we know).
-const DIRECT_ALIGN: usize = 4096;
-
-/// Writes a new file, 0600, never through a link, and fsyncs it. A large
-/// page-aligned shard (a shared-memory segment) goes to the disk with
-/// O_DIRECT up to its last whole page, as `dd oflag=direct` does: no copy
-/// into the page cache, which made saves slower than the disk. The rest,
-/// and everything where the file system refuses O_DIRECT, is written
-/// through the page cache.
-fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |what: &str, e: std::io::Error| err!(Io, "cannot {what} {}: {e}", path.display());
-    let f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| io("create", e))?;
-    let bulk = bytes.len() / DIRECT_ALIGN * DIRECT_ALIGN;
-    let mut done = 0;
-    if bytes.len() >= DIRECT_MIN && (bytes.as_ptr() as usize) % DIRECT_ALIGN == 0 {
-        // The file was just created in our private directory: the path is ours.
-        let direct = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW).open(path);
-        if let Ok(d) = direct {
-            match d.write_all_at(&bytes[..bulk], 0) {
-                Ok(()) => done = bulk,
-                // Refused (EINVAL: alignment or a file system without it): all through the page cache.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-                Err(e) => return Err(io("write", e)),
-            }
-        }
-    }
-    f.write_all_at(&bytes[done..], done as u64).map_err(|e| io("write", e))?;
-    f.sync_all().map_err(|e| io("fsync", e))
 }
 
 /// Whether a directory holds a snapshot and nothing else (so replacing it
@@ -329,42 +292,7 @@ fn publish_dir(tmp: &Path, dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{even_split, write_new, DIRECT_ALIGN, DIRECT_MIN};
-
-    /// Page-aligned buffers of several sizes (the O_DIRECT bulk plus a
-    /// buffered tail, or all buffered) and an unaligned one: the file holds
-    /// exactly the bytes, 0600. /dev/shm refuses O_DIRECT (the fallback).
-    #[test]
-    fn write_new_direct_and_buffered() {
-        let n = 3 * DIRECT_MIN + 1234;
-        let layout = std::alloc::Layout::from_size_align(n + 1, DIRECT_ALIGN).unwrap();
-        // SAFETY: a fresh allocation of n + 1 bytes, filled before use, freed below.
-        let buf = unsafe {
-            let p = std::alloc::alloc(layout);
-            for i in 0..=n {
-                *p.add(i) = (i * 131 % 251) as u8;
-            }
-            std::slice::from_raw_parts(p, n + 1)
-        };
-        for base in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
-            let dir = base.join(format!("dds-write-new-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            for (k, bytes) in [&buf[..n], &buf[..DIRECT_MIN], &buf[..DIRECT_MIN - 1], &buf[1..n + 1], &buf[..10]]
-                .into_iter()
-                .enumerate()
-            {
-                let path = dir.join(format!("f{k}"));
-                write_new(&path, bytes).unwrap();
-                assert_eq!(std::fs::read(&path).unwrap(), bytes, "{} case {k}", dir.display());
-                use std::os::unix::fs::PermissionsExt;
-                assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-                assert!(write_new(&path, bytes).is_err(), "a second write of {} must be refused", path.display());
-            }
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
-        // SAFETY: allocated above with this layout.
-        unsafe { std::alloc::dealloc(buf.as_ptr() as *mut u8, layout) };
-    }
+    use super::even_split;
 
     #[test]
     fn even_split_covers_in_order() {

@@ -9,98 +9,16 @@
 //! copied. Through the page cache, the kernel's copy out of it and the
 //! shard's page faults on one thread held a cold load to 0.58x the disk.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::error::{bail, err, Error, Result};
-use crate::handshake::my_uid;
+use super::snapshot_file::{Bounce, ShardFile, ALIGN};
+use crate::error::{bail, Error, Result};
 
 /// Reader threads per rank: two keep a read in flight while a chunk is
 /// verified (the checksum runs at memory speed, the disk is the limit).
 pub(super) const READERS: usize = 2;
-/// O_DIRECT's alignment of addresses, offsets and lengths (a page covers the
-/// logical block size of every file system we know).
-const ALIGN: usize = 4096;
-
-/// A shard file opened for reading and checked like a hand-shake record.
-pub(super) struct ShardFile {
-    path: PathBuf,
-    len: u64,
-    buffered: File,
-    /// The same file opened with O_DIRECT; `None` where the file system
-    /// refuses it (tmpfs) or the path no longer names the checked file.
-    direct: Option<File>,
-}
-
-impl ShardFile {
-    /// Opens `path` and checks it: a plain file of this user's, not
-    /// writable by group or others, `want_len` bytes long, no symbolic link.
-    pub(super) fn open(path: &Path, want_len: u64) -> Result<ShardFile> {
-        let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(Io, "{}: shard file missing", path.display()),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                bail!(Io, "{} is a symbolic link: refusing to trust it", path.display())
-            }
-            Err(e) => bail!(Io, "cannot open {}: {e}", path.display()),
-        };
-        let md = f.metadata().map_err(|e| err!(Io, "cannot stat {}: {e}", path.display()))?;
-        if !md.is_file() {
-            bail!(Io, "{} is not a plain file", path.display());
-        }
-        if md.uid() != my_uid() {
-            bail!(Io, "{} is owned by uid {}, not by this user: refusing to trust it", path.display(), md.uid());
-        }
-        if md.mode() & 0o022 != 0 {
-            bail!(
-                Io,
-                "{} may be written by group or others (mode {:o}): refusing to trust it",
-                path.display(),
-                md.mode() & 0o777
-            );
-        }
-        if md.len() != want_len {
-            bail!(Io, "{}: truncated or resized: {} bytes, the manifest says {want_len}", path.display(), md.len());
-        }
-        // A second open (O_DIRECT cannot be set on the checked descriptor
-        // alone: flags are shared with its duplicates); used only if it is
-        // the same file.
-        let direct = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW)
-            .open(path)
-            .ok()
-            .filter(|d| d.metadata().is_ok_and(|m| (m.dev(), m.ino()) == (md.dev(), md.ino())));
-        Ok(ShardFile { path: path.to_path_buf(), len: want_len, buffered: f, direct })
-    }
-
-    /// Exactly `buf.len()` bytes from offset `at`: the whole pages with
-    /// O_DIRECT when `buf` and `at` are page-aligned, the rest (a file's
-    /// unaligned tail, or all where O_DIRECT is refused) through the page
-    /// cache. Returns the bytes read with O_DIRECT.
-    fn read_at(&self, buf: &mut [u8], at: u64) -> Result<usize> {
-        let mut done = 0;
-        if let Some(d) = &self.direct {
-            if buf.as_ptr() as usize % ALIGN == 0 && at % ALIGN as u64 == 0 {
-                let bulk = buf.len() / ALIGN * ALIGN;
-                match d.read_exact_at(&mut buf[..bulk], at) {
-                    Ok(()) => done = bulk,
-                    // Refused after all (alignment this file system wants larger): the page cache.
-                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-                    Err(e) => bail!(Io, "cannot read {}: {e}", self.path.display()),
-                }
-            }
-        }
-        self.buffered
-            .read_exact_at(&mut buf[done..], at + done as u64)
-            .map_err(|e| err!(Io, "cannot read {}: {e}", self.path.display()))?;
-        Ok(done)
-    }
-}
 
 /// Bytes [range.0, range.1) of `file` into `out` (exactly that long), with
 /// `sums` the checksums of the file's chunks.
@@ -138,40 +56,6 @@ struct Task<'a> {
     skip: usize,
     dst: &'a mut [u8],
 }
-
-/// A page-aligned buffer of at least `len` bytes (O_DIRECT's destination
-/// when the shard is not aligned like the file).
-struct Bounce {
-    ptr: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
-}
-
-impl Bounce {
-    fn new(len: usize) -> Bounce {
-        let layout = std::alloc::Layout::from_size_align(len.max(1).next_multiple_of(ALIGN), ALIGN).unwrap();
-        // SAFETY: a layout of non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        Bounce { ptr, layout }
-    }
-
-    fn bytes(&mut self, len: usize) -> &mut [u8] {
-        assert!(len <= self.layout.size());
-        // SAFETY: an initialized allocation of layout.size() >= len bytes
-        // owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), len) }
-    }
-}
-
-impl Drop for Bounce {
-    fn drop(&mut self) {
-        // SAFETY: allocated in new() with this layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
-
-// SAFETY: the buffer is owned and used by one thread at a time.
-unsafe impl Send for Bounce {}
 
 impl Task<'_> {
     fn run(self, bounce: &mut Option<Bounce>, chunk: u64, tally: &mut Tally) -> Result<()> {

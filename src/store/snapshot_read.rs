@@ -1,17 +1,14 @@
 //! Reading a snapshot's shard files for `dds_load` (store/snapshot.rs):
 //! each rank opens only the files holding its new rows, checks them like
 //! the method-2 records (plain file, this user's, not writable by group or
-//! others, the manifest's length) and verifies every checksum chunk it reads.
-
-//! Reading a snapshot's shard files for `dds_load` (store/snapshot.rs):
-//! each rank opens only the files holding its new rows, checks them like
-//! the method-2 records (plain file, this user's, not writable by group or
 //! others, the manifest's length) and verifies every checksum chunk it reads
-//! (snapshot_chunks.rs reads them).
+//! (snapshot_file.rs opens and checks a file, snapshot_chunks.rs reads the
+//! chunks).
 
 use std::path::Path;
 
-use super::snapshot_chunks::{read_pieces, Piece, ShardFile, READERS};
+use super::snapshot_chunks::{read_pieces, Piece, READERS};
+use super::snapshot_file::ShardFile;
 use super::snapshot_format::{self as format, Manifest};
 use crate::error::{bail, Result};
 use crate::var::INDEX_ROW_BYTES;

@@ -204,6 +204,18 @@ class _StoredDataset(Dataset):
             self._fail_collective(exc)
             raise
 
+    def _read_args(self, rows, fields):
+        """The checked rows and fields of a collective read (read_rows and
+        its started form): a refusal of either fails the method-0 collective
+        on every rank."""
+        idx = self._indices(rows)
+        try:
+            sel = self._select(fields)
+        except KeyError as exc:
+            self._fail_collective(exc)
+            raise
+        return idx, sel
+
     # -- the reading API ----------------------------------------------------
 
     def __len__(self):
@@ -271,24 +283,14 @@ class _StoredDataset(Dataset):
     def read_rows(self, rows, fields=None, out=None):
         """{key: column} of the stored rows (no decode), each column shaped
         (len(rows), *field_shape). Collective with method 0."""
-        idx = self._indices(rows)
-        try:
-            sel = self._select(fields)
-        except KeyError as exc:
-            self._fail_collective(exc)
-            raise
+        idx, sel = self._read_args(rows, fields)
         bufs = self._read(idx, sel, out)
         n = len(idx)
         return {f.key: f.column(b, n) for f, b in zip(sel, bufs)}
 
     def _start_read_rows(self, rows, fields=None):
         """read_rows with its reads in flight: a _PendingBatch of the columns."""
-        idx = self._indices(rows)
-        try:
-            sel = self._select(fields)
-        except KeyError as exc:
-            self._fail_collective(exc)
-            raise
+        idx, sel = self._read_args(rows, fields)
         n = len(idx)
         return self._start(idx, sel, None, lambda bufs: {f.key: f.column(b, n) for f, b in zip(sel, bufs)})
 

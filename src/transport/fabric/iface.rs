@@ -4,6 +4,7 @@
 use libfabric_sys::*;
 
 use super::domain::{Fabric, FabricConfig};
+use super::iface_choice::{choose_iface, link_local, shared_addresses, Seen};
 use super::info::{ip_of, list_entries, query};
 use super::nic_map;
 use super::select::{self, Request};
@@ -85,16 +86,16 @@ impl Fabric {
             rec.entries[k] = (fp(i), fp(&a.to_string()));
             rec.len = k as u64 + 1;
         }
-        let all: Vec<select::Seen> = comm
+        let all: Vec<Seen> = comm
             .allgather(&rec)?
             .iter()
-            .map(|r| select::Seen {
+            .map(|r| Seen {
                 choose: r.choose != 0,
                 node: r.node,
                 entries: r.entries[..(r.len as usize).min(MAX_SEEN)].to_vec(),
             })
             .collect();
-        let mine = match select::choose_iface(&all) {
+        let mine = match choose_iface(&all) {
             Ok(got) => {
                 let Probe { mut req, mut origin, prov, entries } = probe;
                 if let Some(f) = got[comm.rank()] {
@@ -105,7 +106,7 @@ impl Fabric {
                 Ok((req, origin))
             }
             Err(ranks) if ranks.contains(&comm.rank()) => {
-                let shared = select::shared_addresses(&all);
+                let shared = shared_addresses(&all);
                 // Each interface once, with its addresses held elsewhere too.
                 let mut dup: Vec<(String, Vec<String>)> = Vec::new();
                 for (i, a) in probe.entries.iter().filter(|(_, a)| shared.contains(&fp(&a.to_string()))) {
@@ -153,7 +154,7 @@ impl Fabric {
             let mut entries: Vec<(String, std::net::IpAddr)> = Vec::new();
             if select::iface_applies(&prov) {
                 for ((p, d), a) in cands.iter().zip(&addrs) {
-                    if let Some(a) = a.filter(|a| *p == prov && !select::link_local(a)) {
+                    if let Some(a) = a.filter(|a| *p == prov && !link_local(a)) {
                         if !entries.contains(&(d.clone(), a)) {
                             entries.push((d.clone(), a));
                         }

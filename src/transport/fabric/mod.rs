@@ -3,9 +3,10 @@
 //! * [`select`]: provider and domain choice (environment, options);
 //!   [`nic_map`]: the NIC map that picks an interface by CPU affinity;
 //! * [`domain`]: one fabric/domain/address vector per store and the serving
-//!   endpoint with its [`progress`] thread; [`pool`]: its reader endpoints;
-//!   [`iface`]: the network interface, agreed across nodes; [`info`]: the
-//!   `fi_getinfo` queries;
+//!   endpoint with its [`progress`] thread, opened collectively by [`open`];
+//!   [`pool`]: its reader endpoints;
+//!   [`iface`]: the network interface, agreed across nodes (the rule of
+//!   that agreement in [`iface_choice`]); [`info`]: the `fi_getinfo` queries;
 //! * [`mr`]: shard registrations (remote read only) and destination
 //!   registrations (only where the provider needs local descriptors);
 //! * [`engine`]: the batched read engine used by `dds_get` and `dds_get_batch`.
@@ -19,9 +20,11 @@ pub mod domain;
 pub(crate) mod endpoint;
 pub(crate) mod engine;
 pub(crate) mod iface;
+pub(crate) mod iface_choice;
 pub(crate) mod info;
 pub mod mr;
 pub mod nic_map;
+pub(crate) mod open;
 pub(crate) mod pool;
 pub(crate) mod progress;
 pub mod select;
