@@ -47,6 +47,31 @@ read -r -a exe_flags <<< "${MPI_EXEC_FLAGS---oversubscribe}"
 lib_re=${MPI_LIB_RE:-'libmpi\.so\.40'}
 mpiexec=("$exe" "${exe_flags[@]}")
 
+# Python under Open MPI (the last part): the venv's own mpi4py is MPICH's, so
+# an Open MPI one is built once into its own directory and put first on
+# PYTHONPATH. It is a test tool, compiled without optimization (CFLAGS=-O0:
+# its 13 MB MPI.c took 3-6 minutes of one core at the default -O3, under a
+# minute so), and in the background from here, beside the library's build and
+# the C tests, which wait mostly on process start-up; the Python part waits
+# for it.
+mpi4py_pid=
+if [ "${MPI_CORE_ONLY:-0}" != 1 ]; then
+    PYTHON=${PYTHON:?set PYTHON to a venv python with numpy, pytest, hypothesis and mpi4py}
+    MPICH_LIB=${MPICH_LIB:?set MPICH_LIB to the MPICH build of libddstore.so}
+    py=$b/mpi4py
+    ver=$("$PYTHON" -c 'import mpi4py; print(mpi4py.__version__)')
+    if [ ! -f "$py/.built-$ver" ]; then
+        rm -rf "$py"
+        echo "test-openmpi: building mpi4py $ver with mpicc.openmpi in the background (once)"
+        CFLAGS=-O0 MPICC=mpicc.openmpi setsid "$PYTHON" -m pip install --quiet --no-binary mpi4py --no-deps \
+            --no-cache-dir --target "$py" "mpi4py==$ver" > "$b/mpi4py-build.log" 2>&1 &
+        mpi4py_pid=$!
+        # An early exit (a failed test) stops the build (its own process
+        # group: pip and its compiler) rather than leave it running.
+        trap '[ -z "$mpi4py_pid" ] || kill -- "-$mpi4py_pid" 2>/dev/null || true' EXIT
+    fi
+fi
+
 make --no-print-directory install PREFIX="$prefix" MPICC="$cc" TARGET_DIR="target/$name" \
     PKG_BUILD="$b/pkg"
 # The library links this MPI's libmpi and no other (MPICH's libmpich, Open MPI's libmpi.so.40).
@@ -81,17 +106,15 @@ MPICC=mpicc.openmpi MPIEXEC="${mpiexec[*]}" ./scripts/check-pkgconfig.sh "$prefi
 # A staged install (DESTDIR, as a package build does) and its consumers.
 MPICC=mpicc.openmpi MPIEXEC="${mpiexec[*]}" TARGET_DIR=target/openmpi ./scripts/check-staged-install.sh "$b"
 
-# Python under Open MPI. The venv's own mpi4py is MPICH's; an Open MPI one is
-# built once into its own directory and put first on PYTHONPATH.
-PYTHON=${PYTHON:?set PYTHON to a venv python with numpy, pytest, hypothesis and mpi4py}
-MPICH_LIB=${MPICH_LIB:?set MPICH_LIB to the MPICH build of libddstore.so}
-py=$b/mpi4py
-ver=$("$PYTHON" -c 'import mpi4py; print(mpi4py.__version__)')
-if [ ! -f "$py/.built-$ver" ]; then
-    rm -rf "$py"
-    echo "test-openmpi: building mpi4py $ver with mpicc.openmpi (a few minutes, once)"
-    MPICC=mpicc.openmpi "$PYTHON" -m pip install --quiet --no-binary mpi4py --no-deps --no-cache-dir \
-        --target "$py" "mpi4py==$ver"
+# Python under Open MPI, with the mpi4py built in the background above.
+if [ -n "$mpi4py_pid" ]; then
+    echo "test-openmpi: waiting for the mpi4py build (log: $b/mpi4py-build.log)"
+    if ! wait "$mpi4py_pid"; then
+        cat "$b/mpi4py-build.log" >&2
+        echo "test-openmpi: building mpi4py $ver with mpicc.openmpi failed" >&2
+        exit 1
+    fi
+    mpi4py_pid=
     touch "$py/.built-$ver"
 fi
 ompi_py=(env PYTHONPATH="$py:$root/python-ctypes" PYTHONDONTWRITEBYTECODE=1 "$(realpath -s "$PYTHON")")
