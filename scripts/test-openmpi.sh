@@ -72,6 +72,18 @@ if [ "${MPI_CORE_ONLY:-0}" != 1 ]; then
     fi
 fi
 
+# A fresh cargo directory for this MPI starts as a copy of the MPICH build's
+# (target/release, which make test-c and make install-test-prefix build
+# first): only mpi-sys (bindings of this MPI's mpi.h, its C shim built by
+# this MPICC) is removed, and it and ddstore (whose build script reruns when
+# MPICC changes) are rebuilt; the other crates do not depend on the MPI. The
+# ldd check below fails a library that still links another MPI.
+if [ ! -d "target/$name/release" ] && [ -d target/release/deps ]; then
+    mkdir -p "target/$name"
+    cp -a --reflink=auto target/release "target/$name/release"
+    cargo clean --release --quiet -p mpi-sys --target-dir "target/$name"
+    echo "test-$name: target/$name seeded from target/release (mpi-sys removed)"
+fi
 make --no-print-directory install PREFIX="$prefix" MPICC="$cc" TARGET_DIR="target/$name" \
     PKG_BUILD="$b/pkg"
 # The library links this MPI's libmpi and no other (MPICH's libmpich, Open MPI's libmpi.so.40).
