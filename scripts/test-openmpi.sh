@@ -5,10 +5,11 @@
 #   - ldd: the library links libmpi.so.40, not MPICH;
 #   - the C, C++ and Fortran core tests through find_package(ddstore), run
 #     by mpiexec.openmpi on 1, 2 and 4 ranks, methods 0 and 1;
-#   - the pkg-config consumers (shared and static) under Open MPI;
-#   - a staged install (DESTDIR) and its CMake and pkg-config consumers;
+#   - a staged install (DESTDIR) and its CMake and pkg-config consumers
+#     (shared and static), the staged ddstore.pc the same file as the prefix's;
 #   - Python: mpi4py built with mpicc.openmpi (in BUILD_DIR/mpi4py, beside the
-#     MPICH one of the venv), the Python quick start and the core pyddstore
+#     MPICH one of the venv; -O0, in the background while the rest runs),
+#     the Python quick start and the core pyddstore
 #     tests on 1, 2 and 4 ranks; then both wrong pairings (Open MPI library
 #     with MPICH's mpi4py and the reverse) must be refused at dds_create.
 # Usage: PYTHON=venv/bin/python MPICH_LIB=.../libddstore.so scripts/test-openmpi.sh BUILD_DIR
