@@ -69,7 +69,8 @@ if [ "${MPI_CORE_ONLY:-0}" != 1 ]; then
         mpi4py_pid=$!
         # An early exit (a failed test) stops the build (its own process
         # group: pip and its compiler) rather than leave it running.
-        trap '[ -z "$mpi4py_pid" ] || kill -- "-$mpi4py_pid" 2>/dev/null || true' EXIT
+        # (pip alone if it has not yet made its group.)
+        trap '[ -z "$mpi4py_pid" ] || kill -- "-$mpi4py_pid" 2>/dev/null || kill "$mpi4py_pid" 2>/dev/null || true' EXIT
     fi
 fi
 
