@@ -5,10 +5,11 @@
 #   - ldd: the library links libmpi.so.40, not MPICH;
 #   - the C, C++ and Fortran core tests through find_package(ddstore), run
 #     by mpiexec.openmpi on 1, 2 and 4 ranks, methods 0 and 1;
-#   - the pkg-config consumers (shared and static) under Open MPI;
-#   - a staged install (DESTDIR) and its CMake and pkg-config consumers;
+#   - a staged install (DESTDIR) and its CMake and pkg-config consumers
+#     (shared and static), the staged ddstore.pc the same file as the prefix's;
 #   - Python: mpi4py built with mpicc.openmpi (in BUILD_DIR/mpi4py, beside the
-#     MPICH one of the venv), the Python quick start and the core pyddstore
+#     MPICH one of the venv; -O0, in the background while the rest runs),
+#     the Python quick start and the core pyddstore
 #     tests on 1, 2 and 4 ranks; then both wrong pairings (Open MPI library
 #     with MPICH's mpi4py and the reverse) must be refused at dds_create.
 # Usage: PYTHON=venv/bin/python MPICH_LIB=.../libddstore.so scripts/test-openmpi.sh BUILD_DIR
@@ -47,6 +48,44 @@ read -r -a exe_flags <<< "${MPI_EXEC_FLAGS---oversubscribe}"
 lib_re=${MPI_LIB_RE:-'libmpi\.so\.40'}
 mpiexec=("$exe" "${exe_flags[@]}")
 
+# Python under Open MPI (the last part): the venv's own mpi4py is MPICH's, so
+# an Open MPI one is built once into its own directory and put first on
+# PYTHONPATH. It is a test tool, compiled without optimization (CFLAGS=-O0:
+# its 13 MB MPI.c took 3-6 minutes of one core at the default -O3, under a
+# minute so), and in the background from here, beside the library's build and
+# the C tests, which wait mostly on process start-up; the Python part waits
+# for it.
+mpi4py_pid=
+if [ "${MPI_CORE_ONLY:-0}" != 1 ]; then
+    PYTHON=${PYTHON:?set PYTHON to a venv python with numpy, pytest, hypothesis and mpi4py}
+    MPICH_LIB=${MPICH_LIB:?set MPICH_LIB to the MPICH build of libddstore.so}
+    py=$b/mpi4py
+    ver=$("$PYTHON" -c 'import mpi4py; print(mpi4py.__version__)')
+    if [ ! -f "$py/.built-$ver" ]; then
+        rm -rf "$py"
+        echo "test-openmpi: building mpi4py $ver with mpicc.openmpi in the background (once)"
+        CFLAGS=-O0 MPICC=mpicc.openmpi setsid "$PYTHON" -m pip install --quiet --no-binary mpi4py --no-deps \
+            --no-cache-dir --target "$py" "mpi4py==$ver" > "$b/mpi4py-build.log" 2>&1 &
+        mpi4py_pid=$!
+        # An early exit (a failed test) stops the build (its own process
+        # group: pip and its compiler) rather than leave it running.
+        # (pip alone if it has not yet made its group.)
+        trap '[ -z "$mpi4py_pid" ] || kill -- "-$mpi4py_pid" 2>/dev/null || kill "$mpi4py_pid" 2>/dev/null || true' EXIT
+    fi
+fi
+
+# A fresh cargo directory for this MPI starts as a copy of the MPICH build's
+# (target/release, which make test-c and make install-test-prefix build
+# first): only mpi-sys (bindings of this MPI's mpi.h, its C shim built by
+# this MPICC) is removed, and it and ddstore (whose build script reruns when
+# MPICC changes) are rebuilt; the other crates do not depend on the MPI. The
+# ldd check below fails a library that still links another MPI.
+if [ ! -d "target/$name/release" ] && [ -d target/release/deps ]; then
+    mkdir -p "target/$name"
+    cp -a --reflink=auto target/release "target/$name/release"
+    cargo clean --release --quiet -p mpi-sys --target-dir "target/$name"
+    echo "test-$name: target/$name seeded from target/release (mpi-sys removed)"
+fi
 make --no-print-directory install PREFIX="$prefix" MPICC="$cc" TARGET_DIR="target/$name" \
     PKG_BUILD="$b/pkg"
 # The library links this MPI's libmpi and no other (MPICH's libmpich, Open MPI's libmpi.so.40).
@@ -76,22 +115,22 @@ cmake --build "$b/capi-tests" -j 2 >> "$b/capi-tests.log"
     -R '^(header|demo|test_basic|test_errors|test_fail_collective|test_collective_mismatch|test_settings|test_boundaries|test_lifecycle|test_cxx|test_fortran|example|test_fabric_np|test_node_local|test_gpu|test_requests_|test_mpi_progress|test_ragged_np)' \
     -E 'np16')
 
-MPICC=mpicc.openmpi MPIEXEC="${mpiexec[*]}" ./scripts/check-pkgconfig.sh "$prefix"
-
-# A staged install (DESTDIR, as a package build does) and its consumers.
+# A staged install (DESTDIR, as a package build does) and its CMake and
+# pkg-config consumers (shared and static). The pkg-config consumers run
+# there only: the prefix's ddstore.pc is the same file (relocatable), which
+# the cmp checks, and the library the same build.
 MPICC=mpicc.openmpi MPIEXEC="${mpiexec[*]}" TARGET_DIR=target/openmpi ./scripts/check-staged-install.sh "$b"
+cmp "$prefix/lib/pkgconfig/ddstore.pc" "$b/stage/usr/local/lib/pkgconfig/ddstore.pc"
 
-# Python under Open MPI. The venv's own mpi4py is MPICH's; an Open MPI one is
-# built once into its own directory and put first on PYTHONPATH.
-PYTHON=${PYTHON:?set PYTHON to a venv python with numpy, pytest, hypothesis and mpi4py}
-MPICH_LIB=${MPICH_LIB:?set MPICH_LIB to the MPICH build of libddstore.so}
-py=$b/mpi4py
-ver=$("$PYTHON" -c 'import mpi4py; print(mpi4py.__version__)')
-if [ ! -f "$py/.built-$ver" ]; then
-    rm -rf "$py"
-    echo "test-openmpi: building mpi4py $ver with mpicc.openmpi (a few minutes, once)"
-    MPICC=mpicc.openmpi "$PYTHON" -m pip install --quiet --no-binary mpi4py --no-deps --no-cache-dir \
-        --target "$py" "mpi4py==$ver"
+# Python under Open MPI, with the mpi4py built in the background above.
+if [ -n "$mpi4py_pid" ]; then
+    echo "test-openmpi: waiting for the mpi4py build (log: $b/mpi4py-build.log)"
+    if ! wait "$mpi4py_pid"; then
+        cat "$b/mpi4py-build.log" >&2
+        echo "test-openmpi: building mpi4py $ver with mpicc.openmpi failed" >&2
+        exit 1
+    fi
+    mpi4py_pid=
     touch "$py/.built-$ver"
 fi
 ompi_py=(env PYTHONPATH="$py:$root/python-ctypes" PYTHONDONTWRITEBYTECODE=1 "$(realpath -s "$PYTHON")")
