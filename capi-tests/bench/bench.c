@@ -151,10 +151,11 @@ static const bench_method METHODS[] = {
     {"mpi onesided", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
      {"mpi-get-pipelined", NULL, NULL}, 0, DDS_BATCH_ONESIDED},
     /* Method 0 in the auto batch mode (issue 40): called as the collective
-     * mode, each variable runs in the mode its timed batches found faster;
-     * compare its batches with the two rows above. */
+     * mode, each variable runs in the mode its checks found faster. Its
+     * batches are compared with the same store in each fixed mode, timed in
+     * the same groups (fixed-collective, fixed-onesided; see run_method). */
     {"mpi auto", DDS_METHOD_MPI, NULL, 0, {"host", "mpi", NULL}, {"mpi-get-flush", "mpi-get-lock", NULL},
-     {"mpi-get-pipelined", "mpi-alltoallv", NULL}, 0, DDS_BATCH_AUTO},
+     {"fixed-collective", "fixed-onesided", "mpi-get-pipelined"}, 0, DDS_BATCH_AUTO},
     /* Method 0 with node-local reads (the default): every row is copied from
      * shared memory, so the floor is memcpy from shared-memory segments
      * (memcpy-shm); memcpy from private memory is shown next to it. */
@@ -402,13 +403,16 @@ static void json_profile(FILE *f, const dds_counters *a, const dds_counters *b) 
   fprintf(f,
           ",\"profile\":{\"profiling\":%u,\"calls\":%llu,\"rows\":%llu,\"rows_local\":%llu,\"rows_remote\":%llu,"
           "\"read_ns_per_row\":%.1f,\"lock_wait_ns_per_row\":%.1f,\"mr_ns_per_row\":%.1f,\"cq_ns_per_row\":%.1f,"
-          "\"mr_miss\":%llu,\"req_bytes_sent\":%llu,\"req_bytes_recv\":%llu}",
+          "\"mr_miss\":%llu,\"req_bytes_sent\":%llu,\"req_bytes_recv\":%llu,"
+          "\"batch_checks\":%llu,\"batch_calls_onesided\":%llu,\"batch_mode\":%llu}",
           b->profiling, (unsigned long long)(b->calls - a->calls), (unsigned long long)rows,
           (unsigned long long)(b->rows_local - a->rows_local), (unsigned long long)(b->rows_remote - a->rows_remote),
           (double)(b->read_ns - a->read_ns) * per, (double)(b->lock_wait_ns - a->lock_wait_ns) * per,
           (double)(b->mr_ns - a->mr_ns) * per, (double)(b->cq_ns - a->cq_ns) * per,
           (unsigned long long)(b->mr_miss - a->mr_miss), (unsigned long long)(b->req_bytes_sent - a->req_bytes_sent),
-          (unsigned long long)(b->req_bytes_recv - a->req_bytes_recv));
+          (unsigned long long)(b->req_bytes_recv - a->req_bytes_recv),
+          (unsigned long long)(b->batch_checks - a->batch_checks),
+          (unsigned long long)(b->batch_calls_onesided - a->batch_calls_onesided), (unsigned long long)b->batch_mode);
 }
 
 static void set_lock(bench_ctx *c, int lock_all) {
@@ -755,6 +759,9 @@ static void auto_first_check(bench_ctx *c, store_state *st, int b) {
   free(dst);
 }
 
+/* The auto method's fixed-mode twins, as paths of its batch groups. */
+static const char *const TWIN_PATH[2] = {"fixed-collective", "fixed-onesided"};
+
 /* Reader threads of method-1 store paths and their floors (besides 1). */
 static const int THREADS[] = {2, 4};
 
@@ -775,6 +782,13 @@ static void run_method(bench_ctx *c, const bench_method *m) {
               (long long)info.total_rows, (long long)c->total, info.node_local, m->node_local);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+  }
+  /* The auto method's fixed-mode twins: the same store in each fixed mode. */
+  store_state twin[2] = {{NULL, NULL}, {NULL, NULL}};
+  for (int k = 0; do_store && m->batch_mode == DDS_BATCH_AUTO && k < 2; k++) {
+    bench_method fixed = *m;
+    fixed.batch_mode = k == 0 ? DDS_BATCH_COLLECTIVE : DDS_BATCH_ONESIDED;
+    TRY(create_store(&fixed, &twin[k].s));
   }
   fi_floors_setup(c, m, do_store ? &info : NULL);
   /* Method 1 reads and method-0 one-sided batches are thread-safe: also with 2 and 4 threads. */
@@ -818,18 +832,26 @@ static void run_method(bench_ctx *c, const bench_method *m) {
   int batches[16], nb = sweep(c->rb, batches);
   for (int i = 0; i < nb; i++) {
     int b = batches[i];
-    /* The auto batch mode decides per variable (a training loop reads one
+    /* The auto mode decides per variable (a training loop reads one
      * variable at one batch size): each batch size reads a variable of its
-     * own, after its first check, as the fixed modes' cells start warm. */
+     * own, from after its first check, as fixed modes' cells start warm. */
     store_state sb = st;
     char var_b[48];
     if (do_store && m->batch_mode == DDS_BATCH_AUTO) {
       snprintf(var_b, sizeof var_b, "%s_batch%d", var, b);
-      TRY(dds_add(s, var_b, c->mine, (size_t)(c->rows * c->rb), c->rows, c->rb / 8, 8));
-      sb.var = var_b;
+      for (int k = 0; k < 3; k++)
+        TRY(dds_add(k < 2 ? twin[k].s : s, var_b, c->mine, (size_t)(c->rows * c->rb), c->rows, c->rb / 8, 8));
+      sb.var = twin[0].var = twin[1].var = var_b;
       auto_first_check(c, &sb, b);
     }
-    group gb = {.n = 0, .floors = batch_f, .nfloors = nbf, .nprimary = 1};
+    group gb = {.n = 0, .floors = batch_f, .nfloors = nbf, .nprimary = m->batch_mode == DDS_BATCH_AUTO ? 2 : 1};
+    /* Auto against both fixed modes in the same group (their repeats
+     * interleaved, so a change of the machine's state meanwhile touches all
+     * three): its ratio_to_floor is auto / the better fixed mode. */
+    for (int k = 0; do_store && m->batch_mode == DDS_BATCH_AUTO && k < 2; k++)
+      add_item(&gb, (bench_path){m->label, TWIN_PATH[k], "get_batch", b, DEST_REUSED, ORDER_REQUEST, store_get_batch,
+                                 &twin[k], NULL, NULL, 1},
+               -1);
     g_group_batch = b;
     for (int dest = DEST_REUSED; dest <= (b == 128 ? DEST_FRESH : DEST_REUSED); dest++) {
       for (int t = 0; t < 3 && m->floors[t]; t++) add_floors(c, &gb, m->floors[t], b, dest, 1);
@@ -860,8 +882,11 @@ static void run_method(bench_ctx *c, const bench_method *m) {
                  -1);
     }
     run_group(c, &gb);
-    if (sb.var != var) TRY(dds_remove(s, sb.var));
+    if (sb.var != var)
+      for (int k = 0; k < 3; k++) TRY(dds_remove(k < 2 ? twin[k].s : s, sb.var));
   }
+  for (int k = 0; k < 2; k++)
+    if (twin[k].s) TRY(dds_destroy(twin[k].s));
   if (s && m->method == DDS_METHOD_MPI) request_bytes(c, m, s, var);
   floors_fi_teardown(c);
   if (s) TRY(dds_destroy(s));

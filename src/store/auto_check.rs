@@ -164,7 +164,12 @@ impl Auto {
     }
 
     pub(super) fn with<T>(&self, name: &str, f: impl FnOnce(&mut VarAuto) -> T) -> T {
-        f(self.0.lock().entry(name.to_string()).or_default())
+        let mut vars = self.0.lock();
+        // Looked up first: the name is copied only at a variable's first batch.
+        match vars.get_mut(name) {
+            Some(a) => f(a),
+            None => f(vars.entry(name.to_string()).or_default()),
+        }
     }
 }
 
