@@ -94,7 +94,9 @@ if [ "$BENCH" = 1 ]; then
     exec scripts/cluster/cluster.sh run 2 -- scripts/cluster/bench.sh "$ROOT/build/bench/cluster.jsonl" "$@"
 fi
 
-# Python: mpi4py built from source against MPICH 5, in a venv of its own.
+# Python: mpi4py built from source against MPICH 5, in a venv of its own
+# (a test tool: without optimization, CFLAGS=-O0, as test-openmpi.sh builds
+# its own, which takes its compile from minutes to well under one).
 # torch is large: taken from the project's venv (VENV) through a .pth line,
 # which comes after this venv's own packages, so its mpi4py (built for the
 # system MPICH) is never the one imported.
@@ -104,7 +106,8 @@ case " $PARTS " in *" python "*|*" slurm "*)
     if [ ! -f "$VENVC/.mpi4py-mpich5" ]; then
         echo "test-cluster: building $VENVC (mpi4py for MPICH 5; a few minutes)"
         { "$PY_BASE" -m venv "$VENVC" && "$VENVC/bin/pip" install --quiet numpy pytest hypothesis cffi wheel &&
-          MPICC="$MPICH5/bin/mpicc" "$VENVC/bin/pip" install --quiet --no-binary mpi4py --no-cache-dir mpi4py; } \
+          CFLAGS=-O0 MPICC="$MPICH5/bin/mpicc" "$VENVC/bin/pip" install --quiet --no-binary mpi4py --no-cache-dir \
+              mpi4py; } \
             > "$B/venv.log" 2>&1 || { tail -20 "$B/venv.log"; die "cannot build $VENVC"; }
         touch "$VENVC/.mpi4py-mpich5"
     fi
