@@ -753,15 +753,18 @@ def train_section(py):
     if py["trainparts"]:
         L += ["", "Where one batch's time goes without overlap (medians of blocking calls, slowest rank): pyddstore's "
               "read of every field (`read_rows`; ragged: each field's batched read), the read with the samples made "
-              "(`__getitems__`), the default collate of those samples; the in-memory dataset's list of samples and "
-              "its collate; and the same blocking read through each store.", "",
-              "| case | loader | read | read + samples | collate | memory: samples | memory: collate | "
-              "read through each store |", "|---|---|---:|---:|---:|---:|---:|---|"]
+              "(`__getitems__`), the default collate of those samples, the read as ThreadDataLoader makes a batch "
+              "with the default collate (one tensor per field from the read buffers, no sample objects; fixed rows "
+              "only); the in-memory dataset's list of samples and its collate; and the same blocking read through "
+              "each store.", "",
+              "| case | loader | read | read + samples | collate | read as a batch | memory: samples | "
+              "memory: collate | read through each store |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for p in py["trainparts"]:
             each = ", ".join(f"{k} {v:.3f} ms" for k, v in p.get("store_read_ms", {}).items()) or "–"
+            batch = f"{p['batch_ms']:.3f} ms" if "batch_ms" in p else "–"
             L.append(f"| {p['case']} | {p['loader']} | {p['read_ms']:.3f} ms | {p['getitems_ms']:.3f} ms | "
-                     f"{p['collate_ms']:.3f} ms | {p['memory_samples_ms']:.3f} ms | {p['memory_collate_ms']:.3f} ms | "
-                     f"{each} |")
+                     f"{p['collate_ms']:.3f} ms | {batch} | {p['memory_samples_ms']:.3f} ms | "
+                     f"{p['memory_collate_ms']:.3f} ms | {each} |")
     return L + [""]
 
 

@@ -557,7 +557,7 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
     parts = {}
     if probe is not None:
         ds = probe.dataset
-        reads, items, colls = [], [], []
+        reads, items, colls, batches = [], [], [], []
         for _ in range(3 if a.quick else 21):
             idx = rng.integers(0, n, a.batch)
             t = _perf()
@@ -567,6 +567,10 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
             else:
                 ds.read_rows(idx)
             reads.append(_perf() - t)
+            if not ragged:  # ThreadDataLoader's batch with the default collate
+                t = _perf()
+                ds._getitems_collated(idx)
+                batches.append(_perf() - t)
             t = _perf()
             samples = ds.__getitems__(idx)
             items.append(_perf() - t)
@@ -586,6 +590,8 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
         parts = {"loader": probe.name, "read_ms": np.median(reads) * 1e3, "getitems_ms": np.median(items) * 1e3,
                  "collate_ms": np.median(colls) * 1e3, "memory_samples_ms": np.median(mlists) * 1e3,
                  "memory_collate_ms": np.median(mcolls) * 1e3}
+        if batches:
+            parts["batch_ms"] = np.median(batches) * 1e3
         parts = {k: (round(float(comm.allreduce(float(v), op=MPI.MAX)), 4) if not isinstance(v, str) else v)
                  for k, v in parts.items()}
         read_s = parts["read_ms"] / 1e3
@@ -634,8 +640,9 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
               + ", ".join(f"{t} = {s * 1e3:.3f}" for t, s in step_list)
               + f"; VmRSS of rank 0 before the case {rss_start / 2**20:.0f} MiB")
         if parts:
+            batch = f", read as a batch {parts['batch_ms']:.3f} ms" if "batch_ms" in parts else ""
             print(f"  one batch without overlap ({parts['loader']}): read {parts['read_ms']:.3f} ms, read + samples "
-                  f"{parts['getitems_ms']:.3f} ms, collate {parts['collate_ms']:.3f} ms; memory: samples "
+                  f"{parts['getitems_ms']:.3f} ms, collate {parts['collate_ms']:.3f} ms{batch}; memory: samples "
                   f"{parts['memory_samples_ms']:.3f} ms, collate {parts['memory_collate_ms']:.3f} ms; read by store: "
                   + ", ".join(f"{k} {v:.3f} ms" for k, v in parts["store_read_ms"].items()))
         print(f"  {'T':>8s} {'loader':22s} {'epoch s':>8s} {'x mem':>6s} {'samples/s':>10s} {'wait ms':>8s} "

@@ -314,3 +314,131 @@ def test_thread_loader_threads_over_method_0(comm):
     comm.Barrier()
     ds.ddstore.free()
     assert agree(comm, c.ok), c.errors
+
+
+# ThreadDataLoader with the default collate takes each field's batch straight
+# from the read buffer (DistDataset._getitems_collated): generated schemas
+# check that it is default_collate's batch exactly (types, dtypes, shapes,
+# values, dict/list/single), with and without prefetch and reused buffers.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from helpers import METHODS  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+from torch_helpers import N, ds_kwargs, teardown  # noqa: E402
+
+_DTYPES = ("bool", "uint8", "int32", "int64", "float32", "float64")
+_PY = {"bool": bool, "int64": int, "float64": float}
+
+
+@st.composite
+def _schemas(draw):
+    structure = draw(st.sampled_from(["single", "dict", "tuple", "list"]))
+    nfields = 1 if structure == "single" else draw(st.integers(1, 3))
+    fields = []
+    for _ in range(nfields):
+        kind = draw(st.sampled_from(["torch", "numpy", "npscalar", "py"]))
+        dtype = draw(st.sampled_from(sorted(_PY) if kind == "py" else _DTYPES))
+        shape = () if kind in ("npscalar", "py") else tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+        fields.append((kind, dtype, shape))
+    return structure, fields
+
+
+class _Generated:
+    """Sample i of a generated schema: every value a function of (i, field)."""
+
+    def __init__(self, schema):
+        self.structure, self.fields = schema
+
+    def __len__(self):
+        return N
+
+    def _value(self, i, j, kind, dtype, shape):
+        n = int(np.prod(shape)) if shape else 1
+        v = np.arange(n, dtype=np.int64) * 3 + i * 7 + j
+        v = (v % 2 == 0) if dtype == "bool" else (v % 256 if dtype == "uint8" else v)
+        v = v.astype(dtype).reshape(shape)
+        if dtype.startswith("float"):
+            v = v / 4  # not whole numbers
+        if kind == "torch":
+            return torch.from_numpy(np.ascontiguousarray(v))
+        if kind == "numpy":
+            return v
+        if kind == "npscalar":
+            return v.reshape(())[()]
+        return _PY[dtype](v.reshape(()).item())
+
+    def __getitem__(self, i):
+        if not 0 <= i < N:
+            raise IndexError(i)
+        vals = [self._value(i, j, *f) for j, f in enumerate(self.fields)]
+        if self.structure == "single":
+            return vals[0]
+        if self.structure == "dict":
+            return {f"f{j}": v for j, v in enumerate(vals)}
+        return tuple(vals) if self.structure == "tuple" else vals
+
+
+_LOADER_METHODS = [m for m in METHODS if m in (0, 1)]
+# Each example builds a store: 4 ranks on 2 cores take several times longer,
+# so they run the first 10 of the same derandomized examples.
+_EXAMPLES = 24 if MPI.COMM_WORLD.size <= 2 else 10
+
+
+@pytest.mark.skipif(not _LOADER_METHODS, reason="the library serves neither method 0 nor 1")
+@settings(max_examples=_EXAMPLES, derandomize=True, database=None, deadline=None, print_blob=False,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(schema=_schemas(), method=st.sampled_from(_LOADER_METHODS), batch=st.integers(1, 7),
+       prefetch=st.integers(0, 2), reuse=st.booleans())
+def test_thread_loader_collates_from_the_read_buffers(comm, schema, method, batch, prefetch, reuse):
+    from pyddstore.torch import DistDataset
+    c = Checks()
+    ds = DistDataset(_Generated(schema), "collated", comm=comm, **ds_kwargs(method))
+    try:
+        c.true(ds._collates(), f"{schema}: not collated from the read buffers")
+        part = list(range(comm.Get_rank(), N, 2))[::-1]
+        want = list(DataLoader(ds, batch_size=batch, sampler=part))
+        # From here on, a sample-by-sample path would fail the test.
+        ds._samples = None
+        loader = ThreadDataLoader(ds, batch_size=batch, sampler=part, prefetch=prefetch, reuse_buffers=reuse)
+        got = [b for b in loader]  # every batch kept: reused buffers must not show through
+        loader.close()
+        c.same(got, want, f"{schema} method {method} batch {batch} prefetch {prefetch} reuse {reuse}")
+    finally:
+        teardown(comm, ds)
+    assert agree(comm, c.ok), c.errors
+
+
+def test_thread_loader_collates_per_sample_where_it_must(comm):
+    """A decode, a custom collate_fn or DDSTORE_BATCH_GET=0 keep the
+    per-sample path: the batch is collate_fn(samples)."""
+    from pyddstore.torch import DistDataset
+    from torch.utils.data import default_collate
+    method = _LOADER_METHODS[0] if _LOADER_METHODS else None
+    if method is None:
+        pytest.skip("the library serves neither method 0 nor 1")
+    c = Checks()
+    ds = DistDataset(_Generated(("dict", [("torch", "float32", (2,)), ("py", "int64", ())])), "percoll",
+                     comm=comm, **ds_kwargs(method))
+    try:
+        seen = []
+
+        def counting(samples):
+            seen.append(len(samples))
+            return default_collate(samples)
+
+        part = list(range(comm.Get_rank(), N, 2))
+        got = list(ThreadDataLoader(ds, batch_size=4, sampler=part, collate_fn=counting))
+        c.same(got, list(DataLoader(ds, batch_size=4, sampler=part)), "custom collate_fn")
+        c.true(sum(seen) == len(part), f"custom collate_fn saw {sum(seen)} samples of {len(part)}")
+        ds.decode = lambda sample, i: {"x": sample["f0"] * 2}
+        c.true(not ds._collates(), "decode: collated from the read buffers")
+        got = list(ThreadDataLoader(ds, batch_size=4, sampler=part))
+        c.same(got, list(DataLoader(ds, batch_size=4, sampler=part)), "decode")
+        ds.decode = None
+        ds._batched = False  # what DDSTORE_BATCH_GET=0 sets
+        c.true(not ds._collates(), "DDSTORE_BATCH_GET=0: collated from the read buffers")
+    finally:
+        teardown(comm, ds)
+    assert agree(comm, c.ok), c.errors

@@ -80,6 +80,10 @@ def _prefetch_arg(prefetch):
     return k
 
 
+# Field kinds whose samples default_collate stacks into one tensor.
+_TENSOR_KINDS = frozenset(("torch", "numpy", "npscalar", "py"))
+
+
 # ---------------------------------------------------------------------------
 # The reading API shared by DistDataset and DistDatasetReader.
 
@@ -103,6 +107,9 @@ class _StoredDataset(Dataset):
         self._by_key = {f.key: f for f in self._fields}
         self.variables = [f.var for f in self._fields]
         self._batched = _args.env_switch("DDSTORE_BATCH_GET", True)
+        # default_collate makes one tensor per field of these kinds, which a
+        # batch's (n, width) read buffer already is (records stay arrays).
+        self._columns_collate = all(f.kind in _TENSOR_KINDS for f in self._fields)
         dev = None if device is None else torch.device(device)
         self._device = dev if dev is not None and dev.type != "cpu" else None
 
@@ -261,14 +268,48 @@ class _StoredDataset(Dataset):
         idx = self._indices(indices)
         return self._samples(idx, self._read(idx, self._fields, out))
 
-    def _start_getitems(self, indices, out=None):
+    def _start_getitems(self, indices, out=None, collated=False):
         """__getitems__(indices, out) with its reads started and still in
-        flight: a _PendingBatch whose result() is the list of samples. None
-        when this dataset reads sample by sample (DDSTORE_BATCH_GET=0)."""
+        flight: a _PendingBatch whose result() is the list of samples (with
+        `collated`, the batch _getitems_collated returns). None when this
+        dataset reads sample by sample (DDSTORE_BATCH_GET=0)."""
         if out is None and not self._batched:
             return None
         idx = self._indices(indices)
+        if collated:
+            return self._start(idx, self._fields, out, lambda bufs: self._collated(bufs, out is not None))
         return self._start(idx, self._fields, out, lambda bufs: self._samples(idx, bufs))
+
+    def _collates(self):
+        """Whether _getitems_collated(indices) can stand for
+        default_collate(__getitems__(indices)): batched reads, no decode, and
+        only fields default_collate turns into tensors."""
+        return self._batched and self.decode is None and self._columns_collate
+
+    def _getitems_collated(self, indices, out=None):
+        """default_collate(__getitems__(indices, out)) made from the read
+        buffers themselves: one tensor per field, shaped (n, *shape), with
+        no object per sample (ThreadDataLoader's path with the default
+        collate; only where _collates())."""
+        idx = self._indices(indices)
+        return self._collated(self._read(idx, self._fields, out), out is not None)
+
+    def _collated(self, bufs, copy):
+        """The batch of `bufs` as default_collate shapes it: the fields'
+        tensors as a dict, a list (for tuple and list samples alike) or the
+        one tensor. Buffers of `out` are reused by the caller: copied."""
+        cols = []
+        for f, b in zip(self._fields, bufs):
+            c = f.column(b, len(b))
+            if isinstance(c, np.ndarray):
+                c = torch.from_numpy(c)
+            cols.append(c.clone() if copy else c)
+        s = self._structure
+        if s == "single":
+            return cols[0]
+        if s == "dict":
+            return {f.skey: c for f, c in zip(self._fields, cols)}
+        return cols
 
     def _samples(self, idx, bufs):
         fields, decode, rebuild = self._fields, self.decode, self._rebuild

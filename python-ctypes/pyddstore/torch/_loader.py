@@ -288,8 +288,12 @@ class ThreadDataLoader(DataLoader):
         if ex is None:
             raise RuntimeError("this ThreadDataLoader is closed")
         bufs = self._free_sets.get() if self._free_sets is not None else None
+        collated = self._columns(self.dataset)
         try:
-            pending = self.dataset._start_getitems(index, out=bufs)
+            if collated:
+                pending = self.dataset._start_getitems(index, out=bufs, collated=True)
+            else:
+                pending = self.dataset._start_getitems(index, out=bufs)
         except Exception as exc:
             if bufs is not None:
                 self._free_sets.put(bufs)
@@ -300,14 +304,23 @@ class ThreadDataLoader(DataLoader):
             if bufs is not None:
                 self._free_sets.put(bufs)
             return self._submit(index)
-        fut = ex.submit(self._finish, pending, bufs)
+        fut = ex.submit(self._finish, pending, bufs, collated)
         fut.ddstore_reads = (pending, bufs)
         return fut
 
-    def _finish(self, pending, bufs):
+    def _columns(self, dataset):
+        """Whether batches come straight from the dataset's read buffers:
+        with the default collate, which the dataset can stand for (one
+        tensor per field; no object per sample, no stacking)."""
+        if self.collate_fn is not default_collate or not self._auto_collation:
+            return False
+        collates = getattr(dataset, "_collates", None)
+        return collates is not None and collates()
+
+    def _finish(self, pending, bufs, collated):
         try:
             data = pending.result()
-            if self.collate_fn is not None:
+            if self.collate_fn is not None and not collated:
                 data = self.collate_fn(data)
         finally:
             if bufs is not None:
@@ -324,7 +337,14 @@ class ThreadDataLoader(DataLoader):
 
     def _fetch(self, index):
         dataset, collate = self.dataset, self.collate_fn
-        if self._free_sets is not None:
+        if self._columns(dataset):
+            bufs = self._free_sets.get() if self._free_sets is not None else None
+            try:
+                data = dataset._getitems_collated(index, out=bufs)
+            finally:
+                if bufs is not None:
+                    self._free_sets.put(bufs)
+        elif self._free_sets is not None:
             bufs = self._free_sets.get()
             try:
                 data = dataset.__getitems__(index, out=bufs)
