@@ -201,6 +201,11 @@ impl VarAuto {
         [-mean(0), -mean(1), -se(0), -se(1)]
     }
 
+    /// This rank's timed batches in `mode` so far in the current check.
+    pub(super) fn timed(&self, mode: BatchMode) -> i64 {
+        self.counts[(mode == BatchMode::Onesided) as usize]
+    }
+
     /// A timed batch in `mode` took `ns` on this rank.
     pub(super) fn probed(&mut self, mode: BatchMode, ns: i64) {
         let m = (mode == BatchMode::Onesided) as usize;
@@ -234,6 +239,20 @@ impl VarAuto {
         self.left = if recheck == 0 { u64::MAX } else { self.interval };
         Some(mode)
     }
+}
+
+/// Testing aid `DDSTORE_TEST_BATCH_AUTO_SPREAD_S` (`spread` ns, 0: none):
+/// what it adds to a timed batch of a mode `before` batches of which were
+/// timed in this check (its rounds together), on the rank where it is set:
+/// `2 * spread` to every other one (the 2nd, 4th, ...), and `spread / 10`
+/// to each of the mode in use (`in_use`). Each mode's times then spread from
+/// 0 to `2 * spread` about means `spread / 10` apart, whatever the real
+/// times (far smaller): a difference that matters (10%) and is never told
+/// apart (over 24 batches a mean's standard error is still spread / 5), so
+/// every check runs `MAX_ROUNDS` rounds and then leaves the mode in use
+/// (by 9%, past `SWITCH_MARGIN`).
+pub(super) fn spread_aid(before: i64, in_use: bool, spread: i64) -> i64 {
+    (before % 2) * 2 * spread + if in_use { spread / 10 } else { 0 }
 }
 
 /// The auto state of a store's variables, by name.
@@ -490,7 +509,7 @@ mod tests {
                 assert_eq!(a.decided(agreed(100, 110, 50, 50), 4), None);
             }
         }
-        assert_eq!(a.counts, [12, 12]);
+        assert_eq!((a.timed(C), a.timed(O)), (12, 12));
         // 6 at 100 and 6 at 200: mean 150, sample variance 50^2 * 12 / 11,
         // standard error sqrt(2500 * 12 / 11 / 12) = 15.08, rounded up.
         assert_eq!(a.payload(), [-150, -200, -16, -31]);
@@ -524,6 +543,33 @@ mod tests {
             assert_eq!(r.round, 2);
         }
         assert_eq!(r0.clone().decided(agreed(1000, 950, 20, 1), 4), Some(O));
+    }
+
+    #[test]
+    fn the_spread_aid_makes_every_check_run_every_round_then_leave_the_mode_in_use() {
+        let spread = 1_000_000_000_000; // 1000 s
+        let mut a = VarAuto::default();
+        let (mut calls, mut chosen) = (0, Vec::new());
+        while chosen.len() < 3 {
+            calls += 1;
+            let cur = a.current();
+            match a.step(2) {
+                Step::Probe { mode, timed: true } => {
+                    // Real times of a few microseconds, varying.
+                    let ns = 3000 + (calls % 7) * 100 + spread_aid(a.timed(mode), mode == cur, spread);
+                    a.probed(mode, ns);
+                }
+                Step::Probe { .. } | Step::Run(_) => {}
+                Step::Decide => {
+                    if let Some(m) = a.decided(a.payload(), 2) {
+                        assert_eq!(a.round, MAX_ROUNDS);
+                        chosen.push((calls, m));
+                    }
+                }
+            }
+        }
+        let check = (MAX_ROUNDS * (PROBES + 1)) as i64;
+        assert_eq!(chosen, [(check, O), (2 * check + 2, C), (3 * check + 4, O)]);
     }
 
     /// A small deterministic generator for the property below (xorshift).

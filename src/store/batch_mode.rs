@@ -34,7 +34,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::auto_check::{Step, UNMEASURED};
+use super::auto_check::{spread_aid, Step, UNMEASURED};
 use super::collective::{enter, Collective};
 use super::{Store, Tally};
 use crate::config::BatchMode;
@@ -68,7 +68,12 @@ impl Store {
                 took += Duration::from_secs_f64(self.cfg.test_batch_auto_penalty_s);
             }
             let ns = took.as_nanos().min(UNMEASURED as u128) as i64;
-            self.auto.with(name, |a| a.probed(mode, ns));
+            // Testing aid (0 unless set): each mode's times spread widely.
+            let spread = (self.cfg.test_batch_auto_spread_s * 1e9) as i64;
+            self.auto.with(name, |a| {
+                let aid = if spread > 0 { spread_aid(a.timed(mode), mode == current, spread) } else { 0 };
+                a.probed(mode, ns.saturating_add(aid).min(UNMEASURED))
+            });
         }
         r
     }
