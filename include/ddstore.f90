@@ -238,7 +238,8 @@ module ddstore
     ! `DDS_BATCH_ONESIDED` (in the auto batch mode, the last check's choice; collective before the
     ! first).
     integer(c_int64_t) :: batch_mode = 0
-    ! Auto batch mode: checks made (each times both modes and chooses).
+    ! Auto batch mode: checks made (each times both modes, in 1 to 4 rounds of 16 batches, and
+    ! chooses; counted once, at its choice).
     integer(c_int64_t) :: batch_checks = 0
     ! Auto batch mode: batches that ran one-sided (timed ones included).
     integer(c_int64_t) :: batch_calls_onesided = 0

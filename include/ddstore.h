@@ -332,7 +332,8 @@ typedef struct dds_counters {
   // 1 and 2: `DDS_BATCH_ONESIDED`. (A later field, as are the two
   // below: older callers pass a smaller `struct_size`.)
   uint64_t batch_mode;
-  // Auto batch mode: checks made (each times both modes and chooses).
+  // Auto batch mode: checks made (each times both modes, in 1 to 4
+  // rounds of 16 batches, and chooses; counted once, at its choice).
   uint64_t batch_checks;
   // Auto batch mode: batches that ran one-sided (timed ones included).
   uint64_t batch_calls_onesided;

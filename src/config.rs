@@ -222,6 +222,14 @@ pub struct Config {
     /// the first choice), so the other mode wins each check whatever the
     /// machine's load and a test sees the mode switch. 0 (default): none.
     pub test_batch_auto_penalty_s: f64,
+    /// `DDSTORE_TEST_BATCH_AUTO_SPREAD_S` (testing aid): in the auto batch
+    /// mode, this many seconds times 2 are added to every other timed batch
+    /// of each mode in a check (the 2nd, 4th, ...), and a tenth of it to
+    /// every timed batch of the mode in use, so the two means differ by 10%
+    /// within a spread far wider: every check runs all its rounds and then
+    /// leaves the mode in use, whatever the machine's load
+    /// (store/auto_check.rs `spread_aid`). 0 (default): none.
+    pub test_batch_auto_spread_s: f64,
     /// `DDSTORE_MAX_READ_BYTES`: longest single RDMA read; longer rows are split.
     pub max_read_bytes: u64,
     /// `DDSTORE_READ_TIMEOUT_S`: bound on waiting for one read to complete.
@@ -335,6 +343,11 @@ impl Config {
             test_batch_auto_penalty_s: seconds(
                 "DDSTORE_TEST_BATCH_AUTO_PENALTY_S",
                 text("DDSTORE_TEST_BATCH_AUTO_PENALTY_S"),
+                0.0,
+            )?,
+            test_batch_auto_spread_s: seconds(
+                "DDSTORE_TEST_BATCH_AUTO_SPREAD_S",
+                text("DDSTORE_TEST_BATCH_AUTO_SPREAD_S"),
                 0.0,
             )?,
             max_read_bytes: bytes_in(
@@ -653,6 +666,7 @@ mod tests {
             ("DDSTORE_BATCH_AUTO_RECHECK", "1e3"),
             ("DDSTORE_BATCH_AUTO_RECHECK", "1099511627777"),
             ("DDSTORE_TEST_BATCH_AUTO_PENALTY_S", "-0.5"),
+            ("DDSTORE_TEST_BATCH_AUTO_SPREAD_S", "wide"),
             ("DDSTORE_GPU", "sometimes"),
             ("DDSTORE_GPU_STAGING", "2"),
             ("DDSTORE_GPU_STAGING_BYTES", "0"),

@@ -1,15 +1,22 @@
 /* Method 0's auto batch mode (issue 40 item 3; store/batch_mode.rs).
  *
- * A check is 16 batches in blocks of 4 (C C C C O O O O C C C C O O O O,
- * the first of each block untimed) and one deciding batch; the
- * testing aid DDSTORE_TEST_BATCH_AUTO_PENALTY_S, set on rank 0 only, adds
- * 1000 s to the measured time of every timed batch of the mode in use
+ * A check is 1 to 4 rounds, each 16 batches in blocks of 4 (C C C C O O O O
+ * C C C C O O O O, the first of each block untimed) and one deciding batch,
+ * which goes on with another round while the two modes' means differ by
+ * more than 5% but within twice the standard error of their difference.
+ * The testing aid DDSTORE_TEST_BATCH_AUTO_PENALTY_S, set on rank 0 only,
+ * adds 1000 s to the measured time of every timed batch of the mode in use
  * there, so each check picks the other mode whatever the machine's load
  * (a collective batch of 4 busy-polling ranks on 2 loaded cores can take
- * longer than any sleep a test could afford) and every rank must adopt
- * rank 0's view. With
+ * longer than any sleep a test could afford), in one round (the means are
+ * 1000 s apart, their spread that of the real times), and every rank must
+ * adopt rank 0's view. With
  * DDSTORE_BATCH_AUTO_RECHECK=3 a variable's calls are: 16 probes, decide,
  * 3 runs, and again; so the mode flips O, C, O, C at calls 17, 37, 57, 77.
+ * The testing aid DDSTORE_TEST_BATCH_AUTO_SPREAD_S (rank 0 only) makes
+ * every check run all 4 rounds: 2000 s added to every other timed batch of
+ * each mode, 100 s more to each of the mode in use (means 10% apart, a
+ * spread far wider); then it leaves the mode in use.
  *
  * - Switching: every row of every batch is verified, every rank reports
  *   the same mode after every batch (dds_counters.batch_mode), the flips
@@ -20,7 +27,12 @@
  *   run collectively every rank; in the deciding batch every rank, and the
  *   check is still to be decided; afterwards the rows are right again (a
  *   second variable, whose state is its own).
- * - Real timings (no testing aid): one check, rows right, every rank agrees.
+ * - Rounds: with the spread aid each check is 4 rounds (68 calls), no
+ *   check counted and the mode unchanged until its last call; the counts
+ *   of checks and one-sided batches (the extending batches run in the mode
+ *   in use) are the exact ones.
+ * - Real timings (no testing aid): one check (whatever its rounds: the
+ *   test runs past the longest), rows right, every rank agrees.
  * - Settings: DDSTORE_BATCH_MODE=auto and DDS_BATCH_AUTO show as
  *   DDS_BATCH_AUTO; a bad DDSTORE_BATCH_AUTO_RECHECK fails dds_create on every
  *   rank naming it; a started batch in the auto mode reads right.
@@ -30,11 +42,12 @@
 
 #include "common.h"
 
-/* A check's calls (16 probes, the decision), its one-sided probes, the
- * first one-sided probe's call. */
-enum { ELEMS = 8, B = 64, CHECK_CALLS = 17, ONESIDED_PROBES = 8, FIRST_ONESIDED = 5, RECHECK = 3 };
+/* A round's calls (16 probes, the decision), its one-sided probes, the
+ * first one-sided probe's call, the most rounds of a check. */
+enum { ELEMS = 8, B = 64, CHECK_CALLS = 17, ONESIDED_PROBES = 8, FIRST_ONESIDED = 5, RECHECK = 3, MAX_ROUNDS = 4 };
 static const size_t RB = ELEMS * sizeof(double);
 static const char *PENALTY = "1000";
+static const char *SPREAD = "1000";
 
 static int64_t rows_of(int r) { return 30 + (r * 7) % 10; }
 static int64_t first_row_of(int r) {
@@ -43,9 +56,10 @@ static int64_t first_row_of(int r) {
   return g;
 }
 
-static dds_store *make(int mode, const char *recheck, const char *penalty) {
+static dds_store *make_aided(int mode, const char *recheck, const char *penalty, const char *spread) {
   if (recheck) setenv("DDSTORE_BATCH_AUTO_RECHECK", recheck, 1);
   if (penalty) setenv("DDSTORE_TEST_BATCH_AUTO_PENALTY_S", t_rank == 0 ? penalty : "0", 1);
+  if (spread) setenv("DDSTORE_TEST_BATCH_AUTO_SPREAD_S", t_rank == 0 ? spread : "0", 1);
   dds_options o;
   dds_store *s = NULL;
   CHECK(dds_options_init(&o));
@@ -53,7 +67,12 @@ static dds_store *make(int mode, const char *recheck, const char *penalty) {
   CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));
   unsetenv("DDSTORE_BATCH_AUTO_RECHECK");
   unsetenv("DDSTORE_TEST_BATCH_AUTO_PENALTY_S");
+  unsetenv("DDSTORE_TEST_BATCH_AUTO_SPREAD_S");
   return s;
+}
+
+static dds_store *make(int mode, const char *recheck, const char *penalty) {
+  return make_aided(mode, recheck, penalty, NULL);
 }
 
 static void add(dds_store *s, const char *name, int tag) {
@@ -126,6 +145,41 @@ static void test_switching(void) {
   CHECK(dds_destroy(s));
 }
 
+/* The spread aid: every check runs MAX_ROUNDS rounds, then flips the mode.
+ * With RECHECK=3: the first choice (one-sided) at call 68, 3 runs, the
+ * second (collective) at call 139. */
+static void test_rounds(void) {
+  dds_store *s = make_aided(DDS_BATCH_AUTO, "3", NULL, SPREAD);
+  add(s, "x", 31);
+  double *dst = malloc(RB * B);
+  int64_t idx[B];
+  const int check = MAX_ROUNDS * CHECK_CALLS, calls = 2 * check + RECHECK;
+  int rows_right = 1, agreed = 1, as_scheduled = 1;
+  for (int k = 1; k <= calls; k++) {
+    rows_right &= read_ok(s, "x", 31, dst, idx);
+    dds_counters c = counters(s, "x");
+    agreed &= same_everywhere((long long)c.batch_mode) && same_everywhere((long long)c.batch_checks);
+    int checks = k < check ? 0 : k < calls ? 1 : 2;
+    int mode = checks == 1 ? DDS_BATCH_ONESIDED : DDS_BATCH_COLLECTIVE;
+    if ((int)c.batch_checks != checks || (int)c.batch_mode != mode) {
+      fprintf(stderr, "rank %d: after call %d: %llu checks, mode %llu; expected %d, %d\n", t_rank, k,
+              (unsigned long long)c.batch_checks, (unsigned long long)c.batch_mode, checks, mode);
+      as_scheduled = 0;
+    }
+  }
+  EXPECT(rows_right);
+  EXPECT(agreed);
+  EXPECT(as_scheduled);
+  dds_counters c = counters(s, "x");
+  /* One-sided: every round's probes; the first check's deciding batch
+   * (its choice) and 3 runs; the second check's 3 extending batches (the
+   * mode in use, one-sided). */
+  EXPECT(c.batch_calls_onesided == 2 * MAX_ROUNDS * ONESIDED_PROBES + 1 + RECHECK + (MAX_ROUNDS - 1));
+  EXPECT(c.calls == (uint64_t)calls);
+  free(dst);
+  CHECK(dds_destroy(s));
+}
+
 /* Calls `k` of variable "e" with a bad index on the last rank: which
  * ranks fail, and that every rank fails alike where it must. */
 static void bad_call(dds_store *s, double *dst, int64_t *idx, int everyone_fails) {
@@ -185,14 +239,16 @@ static void test_errors(void) {
   CHECK(dds_destroy(s));
 }
 
-/* No testing aid: the real timings choose; every rank agrees. */
+/* No testing aid: the real timings choose; every rank agrees. A check of
+ * real timings may run 1 to MAX_ROUNDS rounds: the calls pass the longest
+ * and stay far below the next check (after 256 more). */
 static void test_real_timings(void) {
   dds_store *s = make(DDS_BATCH_AUTO, NULL, NULL);
   add(s, "x", 31);
   double *dst = malloc(RB * B);
   int64_t idx[B];
   int ok = 1;
-  for (int k = 0; k < 3 * CHECK_CALLS; k++) ok &= read_ok(s, "x", 31, dst, idx);
+  for (int k = 0; k < MAX_ROUNDS * CHECK_CALLS + 3; k++) ok &= read_ok(s, "x", 31, dst, idx);
   EXPECT(ok);
   dds_counters c = counters(s, "x");
   EXPECT(c.batch_checks == 1);
@@ -244,6 +300,7 @@ int main(int argc, char **argv) {
   test_settings();
   test_switching();
   test_errors();
+  test_rounds();
   test_real_timings();
   return t_finish("test_batch_auto");
 }

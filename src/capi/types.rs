@@ -319,7 +319,8 @@ pub struct dds_counters {
     /// 1 and 2: `DDS_BATCH_ONESIDED`. (A later field, as are the two
     /// below: older callers pass a smaller `struct_size`.)
     pub batch_mode: u64,
-    /// Auto batch mode: checks made (each times both modes and chooses).
+    /// Auto batch mode: checks made (each times both modes, in 1 to 4
+    /// rounds of 16 batches, and chooses; counted once, at its choice).
     pub batch_checks: u64,
     /// Auto batch mode: batches that ran one-sided (timed ones included).
     pub batch_calls_onesided: u64,

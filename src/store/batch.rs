@@ -119,7 +119,7 @@ impl Store {
             (Ok((v, idx)), None) => v.transport.plan_rows(&v.source(), cap, p as usize, idx, scratch),
             _ => Default::default(),
         };
-        let payload = [if range.is_some() { me } else { p }, -plan.rounds];
+        let payload = [if range.is_some() { me } else { p }, -plan.rounds, 0, 0];
         let ((v, idx), agreed) = enter(&self.comm, call, name, local, payload)?;
         if agreed[0] < p {
             agree(&self.comm, range.map_or(Ok(()), Err))?;

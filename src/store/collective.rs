@@ -122,8 +122,10 @@ impl Collective {
     }
 }
 
-/// Words of a call's own that ride on the agreement (minimum over ranks).
-pub(crate) const PAYLOAD: usize = 2;
+/// Words of a call's own that ride on the agreement (minimum over ranks):
+/// as many as the auto batch mode's deciding call needs
+/// (store/auto_check.rs).
+pub(crate) const PAYLOAD: usize = super::auto_check::WORDS;
 /// For calls with nothing of their own to agree on.
 pub(crate) const NO_PAYLOAD: [i64; PAYLOAD] = [0; PAYLOAD];
 
@@ -146,7 +148,9 @@ pub(crate) fn enter<T>(
     let (me, p) = (comm.rank() as i64, comm.size() as i64);
     let fp = if call.names_variable() { fingerprint(name) } else { 0 };
     let class = call.class();
-    let mut w = [if local.is_err() { me } else { p }, class, !class, fp, !fp, payload[0], payload[1]];
+    let mut w = [0; 5 + PAYLOAD];
+    w[..5].copy_from_slice(&[if local.is_err() { me } else { p }, class, !class, fp, !fp]);
+    w[5..].copy_from_slice(&payload);
     comm.allreduce_min(&mut w)?;
     let same_call = w[1] == !w[2];
     if !same_call || (w[0] == p && w[3] != !w[4]) {
@@ -162,7 +166,9 @@ pub(crate) fn enter<T>(
         return Err(e);
     }
     let v = local?;
-    Ok((v, [w[5], w[6]]))
+    let mut agreed = [0; PAYLOAD];
+    agreed.copy_from_slice(&w[5..]);
+    Ok((v, agreed))
 }
 
 /// What a rank of a mismatched call tells the others: its call, the

@@ -160,7 +160,7 @@ impl Store {
             }
             Ok((dir, list))
         })();
-        let ((dir, list), [token, _]) = enter(&self.comm, Collective::Save, "", local, [token, 0])?;
+        let ((dir, list), [token, ..]) = enter(&self.comm, Collective::Save, "", local, [token, 0, 0, 0])?;
         let listed: Vec<String> = list.iter().map(|v| v.name.clone()).collect();
         if !same_everywhere(&self.comm, names_fingerprint(&listed))? {
             bail!(InvalidArgument, "dds_save: ranks named different lists of variables");
