@@ -1,7 +1,7 @@
 """A training loop's epochs through pyddstore against the in-memory limit (issue 40).
 
     mpiexec -n 2 python python-ctypes/bench/train_loop.py [--out build/bench/python.jsonl --append]
-        [--quick] [--cases 3KiB,12.5KiB,200KiB,ragged] [--steps-ms 0,read,4] [--repeats 3]
+        [--quick] [--cases 3KiB,12.5KiB,200KiB,ragged] [--steps-ms 0,read,4] [--repeats 7]
         [--prefetch 2] [--batch 128] [--samples N]
 
 A map-style dataset of N samples whose content is a function of the index,
@@ -21,7 +21,11 @@ Loaders, all alive at once, the repeats of every (case, T) cell run in turn
   DDSTORE_FABRIC, default shm); pfK is the loader's `prefetch=K`: with K > 0
   the reads of the next K batches are started ahead from the loop's thread,
   with K = 0 the loader thread fetches up to 2 batches ahead (read, then
-  collate). RaggedDataset has no started reads: its loaders run pf0 only;
+  collate). RaggedDataset has no started reads: its loaders run pf0 only.
+  With the default collate, ThreadDataLoader makes each batch from the read
+  buffers (one tensor per field); `m0 onesided pfK per-sample` is the same
+  loader with a collate_fn that only calls default_collate, so it makes
+  the samples and collates them (what the batch path saves, in the same run);
 - `memmap`: a plain DataLoader with 2 worker processes (persistent) over
   np.memmap files that the ranks wrote to a temporary directory (each rank
   its share; the usual alternative without a store).
@@ -45,8 +49,9 @@ to make an empty store of its kind, timed first); each also as a ratio to
 `memory`. T "read" is the median blocking read of one batch (m0 onesided
 get_batch of every field), measured per case before the epochs. Then where a
 batch's time goes without overlap: the read alone, the read with the samples
-made (`__getitems__`), the default collate, and the in-memory loader's
-sample list and collate; and the blocking read of one batch through each store.
+made (`__getitems__`), the default collate, the read as the loader's batch
+(fixed rows), and the in-memory loader's sample list and collate; and the
+blocking read of one batch through each store.
 
 Records (rank 0): `pytrainmeta`, `pytrain` (one per case, T and loader),
 `pytrainparts` (one per case), `pyskip`; scripts/bench-report.py turns them
@@ -340,7 +345,7 @@ def main():
                     "other row sizes take the same path)")
     ap.add_argument("--steps-ms", default="0,read,4",
                     help="step times T in ms; 'read' is the measured blocking read of one batch")
-    ap.add_argument("--repeats", type=int, default=3, help="timed epochs per cell and loader (median)")
+    ap.add_argument("--repeats", type=int, default=7, help="timed epochs per cell and loader (median)")
     ap.add_argument("--prefetch", type=int, default=2, help="K of the pfK loaders")
     ap.add_argument("--batch", type=int, default=128, help="samples per batch per rank")
     ap.add_argument("--samples", type=int, help="N for every case (default: per case)")
@@ -421,6 +426,15 @@ def timed_build(comm, fn):
     return res, comm.allreduce(t, op=MPI.MAX), comm.allreduce(settled_rss() - r0, op=MPI.MAX)
 
 
+PER_SAMPLE = "per-sample"
+
+
+def samples_collate(samples):
+    """default_collate behind another function: ThreadDataLoader then makes
+    the samples and collates them, as with any custom collate_fn."""
+    return default_collate(samples)
+
+
 def run_case(a, comm, case, steps, wanted, tmp, out):
     rank, size = comm.Get_rank(), comm.Get_size()
     width_bytes = CASES[case]
@@ -436,6 +450,10 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
     for m, bm in ((0, "collective"), (0, "onesided"), (1, None)):
         for pf in pfs:
             specs.append((f"m{m} {bm + ' ' if bm else ''}pf{pf}", "store", m, bm, pf))
+        if m == 0 and bm == "onesided" and not ragged and a.prefetch:
+            # The same loader made to take the per-sample path (samples, then
+            # default_collate): what the batch from the read buffers saves.
+            specs.append((f"m0 onesided pf{a.prefetch} {PER_SAMPLE}", "store", m, bm, a.prefetch))
     specs.append(("memmap", "memmap", None, None, None))
     if wanted is not None:
         specs = [s for s in specs if s[0] in wanted or s[0] == "memory"]
@@ -495,8 +513,9 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                                   persistent_workers=True, prefetch_factor=2, collate_fn=collate,
                                   multiprocessing_context="fork")
         else:
+            per_sample = name.endswith(PER_SAMPLE)
             L.loader = ThreadDataLoader(L.dataset, batch_size=a.batch, sampler=L.sampler, num_workers=0,
-                                        prefetch=L.pf, collate_fn=collate)
+                                        prefetch=L.pf, collate_fn=samples_collate if per_sample else collate)
         loaders.append(L)
     if out is not None:
         for name, why in skips:
@@ -645,7 +664,7 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                   f"{parts['getitems_ms']:.3f} ms, collate {parts['collate_ms']:.3f} ms{batch}; memory: samples "
                   f"{parts['memory_samples_ms']:.3f} ms, collate {parts['memory_collate_ms']:.3f} ms; read by store: "
                   + ", ".join(f"{k} {v:.3f} ms" for k, v in parts["store_read_ms"].items()))
-        print(f"  {'T':>8s} {'loader':22s} {'epoch s':>8s} {'x mem':>6s} {'samples/s':>10s} {'wait ms':>8s} "
+        print(f"  {'T':>8s} {'loader':26s} {'epoch s':>8s} {'x mem':>6s} {'samples/s':>10s} {'wait ms':>8s} "
               f"{'mem MiB':>8s} {'x mem':>6s} {'build s':>8s} {'x mem':>6s}")
         for tname, step_s in step_list:
             base = None
@@ -669,7 +688,7 @@ def run_case(a, comm, case, steps, wanted, tmp, out):
                                  "mem": round(L.mem / mem0.mem, 4) if mem0.mem > 0 else None,
                                  "build": round(L.build_s / mem0.build_s, 4)},
                        "verified": True}
-                print(f"  {tname:>8s} {L.name:22s} {t:8.3f} {t / base[0]:6.2f} {sps:10.0f} {w * 1e3:8.3f} "
+                print(f"  {tname:>8s} {L.name:26s} {t:8.3f} {t / base[0]:6.2f} {sps:10.0f} {w * 1e3:8.3f} "
                       f"{L.mem / 2**20:8.1f} {rec['ratio']['mem'] or 0:6.2f} {L.build_s:8.3f} "
                       f"{rec['ratio']['build']:6.2f}")
                 if out is not None:
