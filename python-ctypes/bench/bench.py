@@ -60,7 +60,7 @@ import numpy as np
 from mpi4py import MPI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # pyddstore from this tree unless installed
+sys.path.insert(0, os.path.dirname(HERE))  # this tree's pyddstore first
 import pyddstore as dds  # noqa: E402
 from pyddstore import _lib  # noqa: E402
 

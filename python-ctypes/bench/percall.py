@@ -16,6 +16,7 @@ piece on rank 0; with --json, one JSON object per piece.
 
 import argparse
 import json
+import os
 import sys
 import time
 import timeit
@@ -23,8 +24,9 @@ import timeit
 import numpy as np
 from mpi4py import MPI
 
-import pyddstore as dds
-from pyddstore import _buffers, _lib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree's pyddstore first
+import pyddstore as dds  # noqa: E402
+from pyddstore import _buffers, _lib  # noqa: E402
 
 
 def per_call(fn, calls, repeats):

@@ -29,6 +29,7 @@ import argparse
 import glob
 import json
 import os
+import sys
 import shutil
 import subprocess
 import time
@@ -36,7 +37,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-import pyddstore
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree's pyddstore first
+import pyddstore  # noqa: E402
 
 ROW = 3072
 ELEMS = ROW // 8

@@ -73,8 +73,9 @@ import torch  # before mpi4py, as pyddstore.torch wants
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
 from mpi4py import MPI
 
-import pyddstore
-from pyddstore.torch import DistDataset, RaggedDataset, ThreadDataLoader
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree's pyddstore first
+import pyddstore  # noqa: E402
+from pyddstore.torch import DistDataset, RaggedDataset, ThreadDataLoader  # noqa: E402
 
 _perf = time.perf_counter
 try:
