@@ -337,29 +337,23 @@ class ThreadDataLoader(DataLoader):
 
     def _fetch(self, index):
         dataset, collate = self.dataset, self.collate_fn
-        if self._columns(dataset):
-            bufs = self._free_sets.get() if self._free_sets is not None else None
-            try:
+        bufs = self._free_sets.get() if self._free_sets is not None else None
+        try:
+            if self._columns(dataset):
                 data = dataset._getitems_collated(index, out=bufs)
-            finally:
+            else:
                 if bufs is not None:
-                    self._free_sets.put(bufs)
-        elif self._free_sets is not None:
-            bufs = self._free_sets.get()
-            try:
-                data = dataset.__getitems__(index, out=bufs)
+                    data = dataset.__getitems__(index, out=bufs)
+                elif not self._auto_collation:
+                    data = dataset[index]
+                else:
+                    getitems = getattr(dataset, "__getitems__", None)
+                    data = getitems(index) if getitems else [dataset[i] for i in index]
                 if collate is not None:
                     data = collate(data)
-            finally:
+        finally:
+            if bufs is not None:
                 self._free_sets.put(bufs)
-        else:
-            if not self._auto_collation:
-                data = dataset[index]
-            else:
-                getitems = getattr(dataset, "__getitems__", None)
-                data = getitems(index) if getitems else [dataset[i] for i in index]
-            if collate is not None:
-                data = collate(data)
         if self._pin:
             data = _pin_memory(data)
         return data
