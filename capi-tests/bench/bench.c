@@ -759,6 +759,20 @@ static void auto_first_check(bench_ctx *c, store_state *st, int b) {
   free(dst);
 }
 
+/* After a cell of the auto mode: the mode its variable ended in, the
+ * checks made and the share of its batches that ran one-sided (a check's
+ * batches in the mode not chosen are the auto mode's price; printed so a
+ * cell off its better fixed mode shows whether it chose wrong or paid for
+ * checks). */
+static void auto_summary(bench_ctx *c, store_state *st, int b) {
+  dds_counters k = {.struct_size = sizeof k};
+  TRY(dds_profile(st->s, st->var, &k));
+  if (g_me == 0)
+    printf("# auto %lld B batch %d: %s, %llu checks, %llu of %llu batches one-sided\n", (long long)c->rb, b,
+           k.batch_mode == DDS_BATCH_ONESIDED ? "one-sided" : "collective", (unsigned long long)k.batch_checks,
+           (unsigned long long)k.batch_calls_onesided, (unsigned long long)k.calls);
+}
+
 /* The auto method's fixed-mode twins, as paths of its batch groups. */
 static const char *const TWIN_PATH[2] = {"fixed-collective", "fixed-onesided"};
 
@@ -882,6 +896,7 @@ static void run_method(bench_ctx *c, const bench_method *m) {
                  -1);
     }
     run_group(c, &gb);
+    if (sb.var != var) auto_summary(c, &sb, b);
     if (sb.var != var)
       for (int k = 0; k < 3; k++) TRY(dds_remove(k < 2 ? twin[k].s : s, sb.var));
   }

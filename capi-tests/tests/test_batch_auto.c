@@ -2,8 +2,8 @@
  *
  * A check is 1 to 4 rounds, each 16 batches in blocks of 4 (C C C C O O O O
  * C C C C O O O O, the first of each block untimed) and one deciding batch,
- * which goes on with another round while the two modes' means differ by
- * more than 5% but within twice the standard error of their difference.
+ * which goes on with another round while the choice could still change
+ * within twice the standard error of the means' difference.
  * The testing aid DDSTORE_TEST_BATCH_AUTO_PENALTY_S, set on rank 0 only,
  * adds 1000 s to the measured time of every timed batch of the mode in use
  * there, so each check picks the other mode whatever the machine's load

@@ -16,11 +16,13 @@
 //! last rank to arrive), which the chosen mode never pays. Then one batch
 //! agrees on each mode's mean time per batch over the check's rounds (the
 //! slowest rank's) and the standard error of that mean (the largest over
-//! ranks). Where the means differ by more than 5% of the smaller but by no
-//! more than twice the standard error of their difference, and fewer than
-//! four rounds were run, that batch runs in the mode in use and the check
-//! goes on with another round (its times pooled with the earlier ones);
-//! else it chooses, and runs in the chosen mode. So a check is 17, 34, 51
+//! ranks). Where the choice could still change within twice the standard
+//! error of their difference (at the first check: which mode is faster,
+//! where it could matter by more than 5%; at a re-check: whether the other
+//! mode beats the one in use by more than 5%), and fewer than four rounds
+//! were run, that batch runs in the mode in use and the check goes on with
+//! another round (its times pooled with the earlier ones); else it
+//! chooses, and runs in the chosen mode. So a check is 17, 34, 51
 //! or 68 calls, and `batch_checks` counts it once, at its choice.
 //!
 //! Why blocks and no agreement before a timed batch: one-sided batches
