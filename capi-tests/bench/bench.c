@@ -896,9 +896,10 @@ static void run_method(bench_ctx *c, const bench_method *m) {
                  -1);
     }
     run_group(c, &gb);
-    if (sb.var != var) auto_summary(c, &sb, b);
-    if (sb.var != var)
+    if (sb.var != var) {
+      auto_summary(c, &sb, b);
       for (int k = 0; k < 3; k++) TRY(dds_remove(k < 2 ? twin[k].s : s, sb.var));
+    }
   }
   for (int k = 0; k < 2; k++)
     if (twin[k].s) TRY(dds_destroy(twin[k].s));

@@ -114,6 +114,17 @@ fn probe_step(i: u32) -> Step {
     Step::Probe { mode, timed: i % BLOCK != 0 }
 }
 
+/// At a re-check with `current` in use, by how much (ns) the other mode's
+/// time beats `SWITCH_MARGIN` of the one in use (`c`, `o`: collective and
+/// one-sided means): positive switches. The one place of the margin rule,
+/// which `decide` applies and `unclear` measures the spread against.
+fn switch_by(current: BatchMode, c: f64, o: f64) -> f64 {
+    match current {
+        BatchMode::Onesided => o * (1.0 - SWITCH_MARGIN) - c,
+        _ => c * (1.0 - SWITCH_MARGIN) - o,
+    }
+}
+
 /// The choice after a check whose slowest ranks took `collective_ns` and
 /// `onesided_ns` per timed batch: the faster mode, keeping `current` unless the
 /// other beats it by more than `SWITCH_MARGIN` (ties go to the collective
@@ -122,9 +133,9 @@ fn probe_step(i: u32) -> Step {
 pub(super) fn decide(current: Option<BatchMode>, collective_ns: i64, onesided_ns: i64) -> BatchMode {
     let (c, o) = (collective_ns as f64, onesided_ns as f64);
     match current {
-        Some(BatchMode::Onesided) if c >= o * (1.0 - SWITCH_MARGIN) => BatchMode::Onesided,
-        Some(BatchMode::Onesided) => BatchMode::Collective,
-        Some(_) if o < c * (1.0 - SWITCH_MARGIN) => BatchMode::Onesided,
+        Some(BatchMode::Onesided) if switch_by(BatchMode::Onesided, c, o) > 0.0 => BatchMode::Collective,
+        Some(BatchMode::Onesided) => BatchMode::Onesided,
+        Some(_) if switch_by(BatchMode::Collective, c, o) > 0.0 => BatchMode::Onesided,
         Some(_) => BatchMode::Collective,
         None if o < c => BatchMode::Onesided,
         None => BatchMode::Collective,
@@ -158,9 +169,7 @@ pub(super) fn unclear(current: Option<BatchMode>, means: [i64; 2], ses: [i64; 2]
             let diff = (c - o).abs();
             diff <= band && diff + band > MATTERS * c.min(o)
         }
-        // The other mode's advantage against the margin it must beat.
-        Some(BatchMode::Onesided) => (o * (1.0 - SWITCH_MARGIN) - c).abs() <= band,
-        Some(_) => (c * (1.0 - SWITCH_MARGIN) - o).abs() <= band,
+        Some(mode) => switch_by(mode, c, o).abs() <= band,
     }
 }
 
@@ -486,10 +495,12 @@ mod tests {
     #[test]
     fn a_recheck_goes_on_while_the_other_modes_advantage_is_near_the_margin() {
         // Collective in use: one-sided must beat 95% of it (95 here).
-        assert!(unclear(Some(C), [100, 90], [2, 2])); // 5 from 95, band 5.7
-        assert!(!unclear(Some(C), [100, 90], [1, 1])); // band 2.8: switch
-        assert!(!unclear(Some(C), [100, 99], [1, 1])); // 4 from 95: keep
-                                                       // One-sided far slower, however wide its spread: kept without more rounds.
+        // 5 from 95, band 5.7: another round.
+        assert!(unclear(Some(C), [100, 90], [2, 2]));
+        // Band 2.8: switch; 4 from 95: keep.
+        assert!(!unclear(Some(C), [100, 90], [1, 1]));
+        assert!(!unclear(Some(C), [100, 99], [1, 1]));
+        // One-sided far slower, however wide its spread: kept without more rounds.
         assert!(!unclear(Some(C), [100, 200], [5, 40]));
         // A 2x slower mode with one wild batch: one more round.
         assert!(unclear(Some(C), [297, 522], [45, 123]));
