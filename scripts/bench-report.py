@@ -464,6 +464,8 @@ SNAPSHOT_TARGET = 0.8  # dds_save / dds_load throughput over the disk's own (iss
 
 # Issue 40's targets for one row per call (bench.py's pysingle records).
 PY_SINGLE_TARGETS = {"PyDDStore.get / cffi dds_get": 1.15, "cffi dds_get / C dds_get": 1.3,
+                     # the two above together (1.15 x 1.3): what a Python user pays over C
+                     "PyDDStore.get / C dds_get": 1.5,
                      "DistDataset.__getitem__ / PyDDStore.get": 1.5}
 
 
@@ -548,6 +550,14 @@ def python_section(R, P):
     L += ["| target | where | figure | met |", "|---|---|---|---|"]
     for t, where, fig, ok in py_targets(R, P):
         L.append(f"| {t} | {where} | {fig} | {'yes' if ok else '**no**'} |")
+    if P["single"]:
+        L += ["", "One row per call (bench.py's single-get figures): microseconds per call, rank 0's minimum and "
+              "median over short repeats, the paths interleaved in one run. A fresh tensor is `numpy.empty` + get + "
+              "`torch.from_numpy`, what a torch sample costs at least.", "",
+              "| what | path | min | median |", "|---|---|---:|---:|"]
+        for m in P["single"]:
+            for path, u in m["us_per_call"].items():
+                L.append(f"| {m['what']} | {path} | {fmt(u['min'])} | {fmt(u['median'])} |")
     L += ["", "Microseconds per row per rank (rank 0's median; min and max over its repeats; the largest median of "
           "any rank), Python next to C:", "",
           "| group | row size | op | rows per call | dest | Python | min | max | max over ranks | direct | "

@@ -483,12 +483,19 @@ def dataset_getitem(comm, out, opt):
         for s in starts:
             get(var, empty((1, elems), i64), s)
 
+    def tensor_loop():  # ... and a tensor of its own: what a torch sample needs at least
+        from_numpy = torch.from_numpy
+        for s in starts:
+            buf = empty((1, elems), i64)
+            get(var, buf, s)
+            from_numpy(buf[0])
+
     def item_loop():
         for s in starts:
             getitem(s)
 
     paths = [("PyDDStore.get", get_loop), ("PyDDStore.get, fresh array", fresh_loop),
-             ("DistDataset.__getitem__", item_loop)]
+             ("PyDDStore.get, fresh tensor", tensor_loop), ("DistDataset.__getitem__", item_loop)]
     figures = {name: [] for name, _ in paths}
     for _, fn in paths:
         fn()
@@ -502,7 +509,9 @@ def dataset_getitem(comm, out, opt):
     ok = comm.allreduce(bool(torch.equal(ds[s], torch.arange(s * elems, (s + 1) * elems))), op=MPI.LAND)
     report_single(comm, out, f"sample, {elems * 8} B", elems * 8, figures,
                   [("DistDataset.__getitem__", "PyDDStore.get"),
-                   ("DistDataset.__getitem__", "PyDDStore.get, fresh array")], ok)
+                   ("DistDataset.__getitem__", "PyDDStore.get, fresh array"),
+                   ("DistDataset.__getitem__", "PyDDStore.get, fresh tensor"),
+                   ("PyDDStore.get, fresh tensor", "PyDDStore.get")], ok)
     comm.Barrier()
     ds.ddstore.free()
 

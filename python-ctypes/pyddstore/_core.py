@@ -26,9 +26,9 @@ _Var = namedtuple("_Var", "cname total_rows disp itemsize dtypes")
 
 _perf = time.perf_counter
 try:  # the compiled get (pyddstore/_fastcall.c), built where a C compiler was found
-    from ._fastcall import get as _fast_get
+    from ._fastcall import Getter as _Getter
 except ImportError:
-    _fast_get = None
+    _Getter = None
 _ndarray = np.ndarray
 _INT64 = np.dtype(np.int64)
 _ffi = _lib.ffi
@@ -110,8 +110,8 @@ class PyDDStore:
     def __init__(self, comm_or_none=None, method=0, handshake_dir="", n_core=0,
                  nic_map=None, *, ddstore_width=0, batch_mode=None):
         self._h = None  # first, so __del__ works whatever fails below
-        # get()'s compiled path: (dds_get's address, the handle's) while the
-        # store lives, unprofiled and the module built; else None.
+        # get()'s compiled path, a _fastcall.Getter's get: while the store
+        # lives, unprofiled and the module built; else None.
         self._fast = None
         self._vars = {}
         self._recv = {}  # (name, address) -> caller's buffer, kept alive
@@ -187,8 +187,10 @@ class PyDDStore:
         self._settings = read_settings(lib, self._h)
         self._onesided = self._settings["batch_mode"] == "onesided"
         self._prof = self._settings["profiling"]
-        if _fast_get is not None and not self._prof:
-            self._fast = (int(_ffi.cast("uintptr_t", lib.dds_get)), int(_ffi.cast("uintptr_t", self._h)))
+        if _Getter is not None and not self._prof:
+            self._fast = _Getter(int(_ffi.cast("uintptr_t", lib.dds_get)), int(_ffi.cast("uintptr_t", self._h)),
+                                 self._vars, _ndarray, _Var._fields.index("cname"),
+                                 _Var._fields.index("dtypes")).get
         # A store with GPU support off takes every pointer as host memory, so
         # device buffers must be stopped here.
         self._gpu_off = self._settings["gpu"] == "off"
@@ -422,17 +424,14 @@ class PyDDStore:
         """Reads arr.shape[0] consecutive rows from global row `start` into `arr`."""
         # The compiled path: a numpy array of an accepted dtype of a variable
         # read before, in one C call (see _fastcall.c); it answers None for
-        # anything but a writable C-contiguous array and an int64 start, and
-        # the full path below then raises the precise error.
+        # anything else, and the full path below then raises the precise error.
         fast = self._fast
-        if fast is not None and type(arr) is _ndarray and type(name) is str and type(start) is int:
-            var = self._vars.get(name)
-            if var is not None and arr.dtype in var.dtypes:
-                rc = _fast_get(fast[0], fast[1], var.cname, arr, start)
-                if rc is not None:
-                    if rc:
-                        self._check(rc)
-                    return
+        if fast is not None:
+            rc = fast(name, arr, start)
+            if rc is not None:
+                if rc:
+                    self._check(rc)
+                return
         prof = self._prof
         if prof:
             t0 = _perf()
@@ -666,7 +665,9 @@ class PyDDStore:
         h, self._h = self._h, None
         if h is None:
             return
-        self._fast = None
+        fast, self._fast = self._fast, None
+        if fast is not None:
+            fast.__self__.close()  # a thread already past `self._fast` takes the full path
         self._recv.clear()
         self._vars.clear()
         self._check(self._lib.dds_destroy(h))

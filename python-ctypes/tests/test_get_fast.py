@@ -20,7 +20,7 @@ ROWS, COLS = 4, 3
 def test_compiled_path_is_built():
     # run-tests.sh builds it (pyddstore/_ffi_build.py); a missing compiler
     # there must fail the tests, not quietly test the cffi path twice.
-    assert _core._fast_get is not None, "pyddstore/_fastcall.c was not built: run pyddstore/_ffi_build.py"
+    assert _core._Getter is not None, "pyddstore/_fastcall.c was not built: run pyddstore/_ffi_build.py"
 
 
 @pytest.fixture(params=METHODS, ids=lambda m: f"method{m}")
@@ -169,9 +169,11 @@ def test_freed_and_profiled_stores_take_the_cffi_path(comm, monkeypatch):
     s.add("x", np.zeros((ROWS, COLS), np.float32))
     arr = np.empty((1, COLS), np.float32)
     s.get("x", arr, 0)
+    fast = s._fast  # as a thread that read it before free() holds it
     comm.Barrier()
     s.free()
     assert s._fast is None
+    assert fast("x", arr, 0) is None  # closed: the caller's full path raises
     with pytest.raises(RuntimeError, match="freed"):
         s.get("x", arr, 0)
 
