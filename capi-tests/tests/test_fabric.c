@@ -298,13 +298,28 @@ static void test_bad_provider(void) {
   }
 }
 
+/* ofi_rxm's buffer settings: the library's defaults (docs/fabric.md,
+ * "Memory") where the environment had none, the environment's otherwise.
+ * `had_*`: the values before the first store of this process. */
+static void test_rxm_defaults(const char *had_size, const char *had_rx) {
+  const char *size = getenv("FI_OFI_RXM_BUFFER_SIZE"), *rx = getenv("FI_OFI_RXM_MSG_RX_SIZE");
+  EXPECT(size && strcmp(size, had_size ? had_size : "1024") == 0);
+  EXPECT(rx && strcmp(rx, had_rx ? had_rx : "16") == 0);
+  if (t_rank == 0) printf("rxm: FI_OFI_RXM_BUFFER_SIZE=%s FI_OFI_RXM_MSG_RX_SIZE=%s\n", size, rx);
+}
+
 int main(int argc, char **argv) {
   t_init(&argc, &argv);
+  char *had_size = getenv("FI_OFI_RXM_BUFFER_SIZE") ? strdup(getenv("FI_OFI_RXM_BUFFER_SIZE")) : NULL;
+  char *had_rx = getenv("FI_OFI_RXM_MSG_RX_SIZE") ? strdup(getenv("FI_OFI_RXM_MSG_RX_SIZE")) : NULL;
   /* The ranks share this node: node-local reads would copy every row without
    * the fabric these tests exercise, so they are off unless the environment
    * asks for them (test_node_local covers the direct path). */
   setenv("DDSTORE_NODE_LOCAL", "0", 0);
   test_info();
+  test_rxm_defaults(had_size, had_rx);
+  free(had_size);
+  free(had_rx);
   test_passive_target();
   test_one_sided_batch();
   test_threads();

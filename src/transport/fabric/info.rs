@@ -23,10 +23,37 @@ pub(super) fn cstr(p: *const c_char) -> String {
 pub(super) const MODE_CONTEXT: u64 = 1 << 59;
 pub(super) const MODE_LOCAL_MR: u64 = 1 << 55;
 
+/// ofi_rxm's settings that this library gives where the environment gives
+/// none. rxm preposts message buffers on each endpoint and connection, and a
+/// store moves rows by RMA reads alone, which use none of them: with rxm's
+/// defaults (16 KiB buffers, 4096 posted with its shared receive context)
+/// a tcp;ofi_rxm store held ~140 MiB per rank once created and ~6 MiB more
+/// per peer it read from; with these, 7 MiB and under 1 MiB (docs/fabric.md,
+/// "Memory").
+pub const RXM_DEFAULTS: [(&str, &str); 2] = [("FI_OFI_RXM_BUFFER_SIZE", "1024"), ("FI_OFI_RXM_MSG_RX_SIZE", "16")];
+
+/// Sets RXM_DEFAULTS, once per process, before its first `fi_getinfo`: rxm
+/// reads them when libfabric loads its providers. Where MPI loaded them
+/// first (an MPI over libfabric), they are read already and nothing changes,
+/// for MPI or for the store.
+fn rxm_defaults() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (name, value) in RXM_DEFAULTS {
+            if std::env::var_os(name).is_none() {
+                // Once, before any libfabric thread exists (setenv is not
+                // safe against a getenv running on another thread).
+                std::env::set_var(name, value);
+            }
+        }
+    });
+}
+
 /// `fi_getinfo` for RDM endpoints with RMA read, thread-safe domains, and
 /// with `hmem` FI_HMEM (and FI_MR_HMEM among the mode bits we handle).
 /// Returns the list head (caller frees) or the error.
 pub(super) unsafe fn query(hmem: bool) -> Result<*mut fi_info> {
+    rxm_defaults();
     let hints = ddsfi_allocinfo();
     if hints.is_null() {
         bail!(NoMemory, "fi_allocinfo failed");
