@@ -37,7 +37,7 @@ path = pyddstore.library_path()
 assert path.startswith('$site/pyddstore/'), f'loaded {path}, not the bundled copy'
 assert lib.FFI_SOURCE == 'generated', lib.FFI_SOURCE
 import pyddstore._core as core
-assert core._fast_get is not None, 'pyddstore._fastcall (optional, built where a C compiler works) is missing'
+assert core._Getter is not None, 'pyddstore._fastcall (optional, built where a C compiler works) is missing'
 print('$what: pyddstore', pyddstore.__version__, 'loads', path)")
     cp "$here/quickstart.py" "$out/quickstart.py"
     (cd "$out" && PYTHONPATH="$site" timeout 300 "$MPIEXEC" -n 2 "$PYTHON" -m mpi4py quickstart.py)
