@@ -116,8 +116,8 @@ class _StoredDataset(Dataset):
         # The common sample, one tensor or array on the host: get() reads it
         # into a buffer shaped (1, *shape) and returns row 0, with none of the
         # general path's steps (a sample costs about 3 Python-level calls).
-        f = self._fields[0]
-        plain = (structure == "single" and self._device is None and f.kind in ("torch", "numpy")
+        f = self._fields[0] if structure == "single" else None  # a container may have no fields
+        plain = (f is not None and self._device is None and f.kind in ("torch", "numpy")
                  and len(f.shape) > 0)  # a 0-d value is no row of a (1, *shape) buffer
         self._plain = (f.var, (1,) + f.shape, f.dtype, f.kind == "torch") if plain else None
 

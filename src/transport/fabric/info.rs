@@ -30,7 +30,7 @@ pub(super) const MODE_LOCAL_MR: u64 = 1 << 55;
 /// a tcp;ofi_rxm store held ~140 MiB per rank once created and ~6 MiB more
 /// per peer it read from; with these, 7 MiB and under 1 MiB (docs/fabric.md,
 /// "Memory").
-pub const RXM_DEFAULTS: [(&str, &str); 2] = [("FI_OFI_RXM_BUFFER_SIZE", "1024"), ("FI_OFI_RXM_MSG_RX_SIZE", "16")];
+const RXM_DEFAULTS: [(&str, &str); 2] = [("FI_OFI_RXM_BUFFER_SIZE", "1024"), ("FI_OFI_RXM_MSG_RX_SIZE", "16")];
 
 /// Sets RXM_DEFAULTS, once per process, before its first `fi_getinfo`: rxm
 /// reads them when libfabric loads its providers. Where MPI loaded them
