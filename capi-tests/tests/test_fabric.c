@@ -1,7 +1,8 @@
 /* Method 1 (libfabric) specifics, for the provider named by DDSTORE_FABRIC
  * (shm, tcp): the serving side progresses while its rank is in MPI_Barrier
  * or asleep, concurrent reading threads, registered destinations, rows split
- * into pieces, one-sided batches, provider/interface errors, dds_info. */
+ * into pieces, one-sided batches, provider/interface errors, dds_info,
+ * reader endpoints opened on demand. */
 #include <pthread.h>
 #include <strings.h>
 #include <unistd.h>
@@ -298,6 +299,74 @@ static void test_bad_provider(void) {
   }
 }
 
+/* Endpoint regions this process has mapped under /dev/shm: the shm
+ * provider names each of its endpoints "<pid>:..." (libfabric 1.17-1.20);
+ * peers' regions carry their own pid and do not count. */
+static int own_shm_regions(void) {
+  char prefix[64], line[4096], seen[16][256];
+  int n = 0;
+  snprintf(prefix, sizeof prefix, "/dev/shm/%d:", (int)getpid());
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f)) {
+    char *path = strstr(line, prefix);
+    if (!path) continue;
+    path[strcspn(path, "\n")] = 0;
+    int dup = 0;
+    for (int i = 0; i < n; i++) dup |= strcmp(seen[i], path) == 0;
+    if (!dup && n < 16) snprintf(seen[n++], sizeof seen[0], "%s", path);
+  }
+  fclose(f);
+  return n;
+}
+
+/* Reader endpoints open at the first read through the fabric: with every
+ * rank on this node and node-local reads on, a store reads every row without
+ * one (its serving endpoint is its only region); with node-local reads off,
+ * the first remote read opens one, and the next reads reuse it. shm only:
+ * its regions are what can be counted from outside the library. */
+static void test_reader_on_demand(void) {
+  dds_var_info info = {.struct_size = sizeof info};
+  MPI_Comm node;
+  int n_node = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t_rank, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &n_node);
+  MPI_Comm_free(&node);
+  int one_node = n_node == t_size;
+  MPI_Allreduce(MPI_IN_PLACE, &one_node, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  char *saved = strdup(getenv("DDSTORE_NODE_LOCAL") ? getenv("DDSTORE_NODE_LOCAL") : "0");
+  for (int local = 1; local >= 0; local--) {
+    setenv("DDSTORE_NODE_LOCAL", local ? "1" : "0", 1);
+    dds_store *s = make_store();
+    CHECK(dds_info(s, "v", &info));
+    if (strncmp(info.transport, "fabric:shm@", 11) != 0 || !one_node || t_size < 2) {
+      if (t_rank == 0 && local) printf("reader on demand: not checked (%s, %s)\n", info.transport,
+                                       one_node ? "fewer than 2 ranks" : "ranks on several nodes");
+      CHECK(dds_destroy(s));
+      break;
+    }
+    int before = own_shm_regions();
+    EXPECT(before >= 1);
+    double row[ELEMS];
+    int ok = 1;
+    for (int64_t g = 0; g < rows_per_rank * t_size; g++) {
+      CHECK(dds_get(s, "v", row, sizeof row, g, 1));
+      ok &= t_rows_ok(row, 1, ELEMS, 8, 7, NULL, g);
+    }
+    EXPECT(ok);
+    int after = own_shm_regions();
+    /* Node-local: no reader endpoint; fabric: one, opened by the first read
+     * of a peer's row and kept for the others. */
+    EXPECT(after == before + (local ? 0 : 1));
+    if (t_rank == 0)
+      printf("reader on demand, node-local %s: %d shm region(s) before the reads, %d after\n", local ? "on" : "off",
+             before, after);
+    CHECK(dds_destroy(s));
+  }
+  setenv("DDSTORE_NODE_LOCAL", saved, 1);
+  free(saved);
+}
+
 /* ofi_rxm's buffer settings: the library's defaults (docs/fabric.md,
  * "Memory") where the environment had none, the environment's otherwise.
  * `had_*`: the values before the first store of this process. */
@@ -326,6 +395,7 @@ int main(int argc, char **argv) {
   test_registered(0);
   test_registered(1);
   test_pieces();
+  test_reader_on_demand();
   test_bad_provider();
   return t_finish("test_fabric");
 }

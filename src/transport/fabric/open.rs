@@ -191,10 +191,10 @@ impl Fabric {
                 };
                 fab.server = Some(server.map_err(what)?);
             }
-            // One reader now (endpoints are slow to open); more on demand.
-            let r = fab.new_reader().map_err(what)?;
-            fab.pool.get_mut().idle.push(r);
-            fab.pool.get_mut().count = 1;
+            // No reader endpoint yet: the first read through the fabric opens
+            // one (pool.rs). A store whose reads are all node-local never
+            // does, and saves its memory (with shm a 16 MiB region, ~5 MiB of
+            // it touched, and ~5 ms; docs/fabric.md, "Memory").
             Ok(fab)
         }
     }

@@ -1,11 +1,12 @@
 //! The pool of reader endpoints of a store's fabric: each reading thread
-//! takes one, with its operation contexts, and gives it back.
+//! takes one, with its operation contexts, and gives it back. The pool
+//! starts empty: endpoints open at the first reads that need them.
 
 use libfabric_sys::*;
 
 use super::domain::Fabric;
 use super::endpoint::Endpoint;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Reader endpoints per store when the provider allows several.
 pub(super) const MAX_READERS: usize = 4;
@@ -38,7 +39,8 @@ pub(super) struct Pool {
 impl Fabric {
     pub(super) fn new_reader(&self) -> Result<Reader> {
         // SAFETY: open objects of this domain.
-        let ep = unsafe { Endpoint::open(self.domain, self.info, self.av, FI_WAIT_NONE, self.slots * 2) }?;
+        let ep = unsafe { Endpoint::open(self.domain, self.info, self.av, FI_WAIT_NONE, self.slots * 2) }
+            .map_err(|e| Error::new(e.kind, format!("{}: opening a reader endpoint: {}", self.describe(), e.msg)))?;
         Ok(Reader {
             ep,
             ctx: vec![fi_context2::default(); self.slots],
@@ -49,7 +51,8 @@ impl Fabric {
     }
 
     /// Takes a reader endpoint for the calling thread: an idle one, a new one
-    /// while the pool is below its size, or waits for one.
+    /// while the pool is below its size, or waits for one. A failed open is
+    /// this read's error; the next read tries again.
     pub fn acquire(&self) -> Result<Reader> {
         let mut pool = self.pool.lock();
         loop {
