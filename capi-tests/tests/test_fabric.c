@@ -26,6 +26,18 @@ static dds_store *make_store(void) {
 
 static double now(void) { return MPI_Wtime(); }
 
+/* Whether every rank is on this node (MPI's node layout); collective. */
+static int one_node(void) {
+  MPI_Comm node;
+  int n = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t_rank, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  int all = n == t_size;
+  MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return all;
+}
+
 /* dds_info names the provider and domain. */
 static void test_info(void) {
   dds_store *s = make_store();
@@ -50,14 +62,7 @@ static void test_info(void) {
   /* Automatic choice on one node (no native provider here): shm; across
    * nodes (MPI's node layout) never shm, which cannot reach another node. */
   if (!want || !*want) {
-    MPI_Comm node;
-    int n = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t_rank, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &n);
-    MPI_Comm_free(&node);
-    int one_node = n == t_size;
-    MPI_Allreduce(MPI_IN_PLACE, &one_node, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    EXPECT((strcmp(info.transport, "fabric:shm@shm") == 0) == one_node);
+    EXPECT((strcmp(info.transport, "fabric:shm@shm") == 0) == one_node());
   }
   if (t_rank == 0) printf("transport: %s\n", info.transport);
   CHECK(dds_destroy(s));
@@ -327,21 +332,15 @@ static int own_shm_regions(void) {
  * its regions are what can be counted from outside the library. */
 static void test_reader_on_demand(void) {
   dds_var_info info = {.struct_size = sizeof info};
-  MPI_Comm node;
-  int n_node = 0;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t_rank, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &n_node);
-  MPI_Comm_free(&node);
-  int one_node = n_node == t_size;
-  MPI_Allreduce(MPI_IN_PLACE, &one_node, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  int all_here = one_node();
   char *saved = strdup(getenv("DDSTORE_NODE_LOCAL") ? getenv("DDSTORE_NODE_LOCAL") : "0");
   for (int local = 1; local >= 0; local--) {
     setenv("DDSTORE_NODE_LOCAL", local ? "1" : "0", 1);
     dds_store *s = make_store();
     CHECK(dds_info(s, "v", &info));
-    if (strncmp(info.transport, "fabric:shm@", 11) != 0 || !one_node || t_size < 2) {
+    if (strncmp(info.transport, "fabric:shm@", 11) != 0 || !all_here || t_size < 2) {
       if (t_rank == 0 && local) printf("reader on demand: not checked (%s, %s)\n", info.transport,
-                                       one_node ? "fewer than 2 ranks" : "ranks on several nodes");
+                                       all_here ? "fewer than 2 ranks" : "ranks on several nodes");
       CHECK(dds_destroy(s));
       break;
     }
