@@ -133,13 +133,15 @@ test-c: install-test-prefix $(YIELD_AID)
 # namespaces, else it says SKIPPED loudly. See scripts/netns-iface.sh. The
 # MPICH build runs under the MPICH 5 wheel's runtime (same ABI; Debian's 4.0.2
 # often hangs in MPI_Finalize over UCX tcp), with the wheel's libfabric, which
-# that runtime needs.
+# that runtime needs. Then method 0 in a mount namespace that hides
+# libfabric (scripts/check-no-libfabric.sh; root, else SKIPPED).
 MPIS := $(CURDIR)/$(BUILD)/mpis
 .PHONY: test-netns
 test-netns: install-test-prefix
 	./scripts/mpis/install.sh $(MPIS) mpich
 	LD_LIBRARY_PATH=$(MPIS)/mpich/lib/mpich MPI_ABI_LIB=$(MPIS)/mpich/lib/libmpi.so.12 \
 	    MPIEXEC=$(MPIS)/mpich/bin/mpiexec ./scripts/netns-iface.sh $(TEST_PREFIX) $(BUILD)/netns
+	./scripts/check-no-libfabric.sh $(TEST_PREFIX) $(BUILD)/no-libfabric
 
 # The library built against Open MPI (beside MPICH) and its core C, C++ and
 # Fortran tests under mpiexec.openmpi, the pkg-config consumers, a DESTDIR

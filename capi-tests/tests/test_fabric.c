@@ -2,7 +2,7 @@
  * (shm, tcp): the serving side progresses while its rank is in MPI_Barrier
  * or asleep, concurrent reading threads, registered destinations, rows split
  * into pieces, one-sided batches, provider/interface errors, dds_info,
- * reader endpoints opened on demand. */
+ * libfabric loaded and reader endpoints opened on demand. */
 #include <pthread.h>
 #include <strings.h>
 #include <unistd.h>
@@ -304,6 +304,48 @@ static void test_bad_provider(void) {
   }
 }
 
+/* Whether libfabric is mapped into this process (/proc/self/maps). */
+static int libfabric_mapped(void) {
+  char line[4096];
+  int found = 0;
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, "/libfabric.so") != NULL;
+  fclose(f);
+  return found;
+}
+
+/* libfabric is loaded by the first fabric a process opens, not with the
+ * library: a method-0 store, made and read before any other store of this
+ * process, leaves it unloaded (unless MPI itself loaded it, as an MPI over
+ * libfabric does); the first method-1 store loads it. Runs first in main. */
+static void test_libfabric_on_demand(void) {
+  int by_mpi = libfabric_mapped();
+  dds_options o;
+  dds_store *s = NULL;
+  CHECK(dds_options_init(&o));
+  o.method = DDS_METHOD_MPI;
+  CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));
+  double *buf = malloc(sizeof(double) * (size_t)(rows_per_rank * ELEMS));
+  t_fill(buf, rows_per_rank, ELEMS, 8, 7, rows_per_rank * t_rank);
+  CHECK(dds_add(s, "v", buf, sizeof(double) * (size_t)(rows_per_rank * ELEMS), rows_per_rank, ELEMS, 8));
+  free(buf);
+  double row[ELEMS];
+  int64_t g = (rows_per_rank * (t_rank + 1)) % (rows_per_rank * t_size);
+  CHECK(dds_get(s, "v", row, sizeof row, g, 1));
+  EXPECT(t_rows_ok(row, 1, ELEMS, 8, 7, NULL, g));
+  int after_m0 = libfabric_mapped();
+  CHECK(dds_destroy(s));
+  if (!by_mpi) EXPECT(after_m0 == 0);
+  s = fabric_store();
+  EXPECT(libfabric_mapped() == 1);
+  CHECK(dds_destroy(s));
+  if (t_rank == 0)
+    printf("libfabric on demand: %s; after a method-0 store %s, after a method-1 store loaded\n",
+           by_mpi ? "loaded by MPI already (the method-0 check does not apply)" : "not loaded at start",
+           after_m0 ? "loaded" : "not loaded");
+}
+
 /* Endpoint regions this process has mapped under /dev/shm: the shm
  * provider names each of its endpoints "<pid>:..." (libfabric 1.17-1.20);
  * peers' regions carry their own pid and do not count. */
@@ -339,8 +381,8 @@ static void test_reader_on_demand(void) {
     dds_store *s = make_store();
     CHECK(dds_info(s, "v", &info));
     if (strncmp(info.transport, "fabric:shm@", 11) != 0 || !all_here || t_size < 2) {
-      if (t_rank == 0 && local) printf("reader on demand: not checked (%s, %s)\n", info.transport,
-                                       all_here ? "fewer than 2 ranks" : "ranks on several nodes");
+      const char *why = !all_here ? "ranks on several nodes" : t_size < 2 ? "fewer than 2 ranks" : "not shm";
+      if (t_rank == 0 && local) printf("reader on demand: not checked (%s, %s)\n", info.transport, why);
       CHECK(dds_destroy(s));
       break;
     }
@@ -384,6 +426,7 @@ int main(int argc, char **argv) {
    * the fabric these tests exercise, so they are off unless the environment
    * asks for them (test_node_local covers the direct path). */
   setenv("DDSTORE_NODE_LOCAL", "0", 0);
+  test_libfabric_on_demand();
   test_info();
   test_rxm_defaults(had_size, had_rx);
   free(had_size);

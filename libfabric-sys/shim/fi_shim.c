@@ -3,16 +3,98 @@
  * the libfabric call they forward to is a static inline in the public headers
  * (a jump through the object's ops table), which has no symbol to link to.
  */
+#define _GNU_SOURCE /* dlvsym */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fi_shim.h"
 
 /*
- * Discovery and versions. fi_getinfo/fi_freeinfo/fi_dupinfo/fi_strerror/
- * fi_tostr are exported symbols; they are forwarded anyway so that callers
- * use one prefix. fi_allocinfo is static inline; FI_VERSION/FI_MAJOR/FI_MINOR
- * are macros. ddsfi_strdup exists because strings stored in an fi_info (for
+ * Loading. libfabric is opened with dlopen at the first call that needs it,
+ * not linked: a process that never uses a fabric (method 0) does not load it,
+ * nor the libraries its providers link (Debian's libpsm and libpsm2 spend
+ * ~0.2 s calibrating clocks in their constructors), and runs where libfabric
+ * is missing. Its exported functions carry symbol versions, and the layout of
+ * struct fi_info follows the version: each is looked up with dlvsym at the
+ * version a link against the build's library would have bound
+ * (fi_versions.h, from build.rs), never the run-time library's newest. The
+ * soname is tried first, so a libfabric already in the process (MPI's) or
+ * on LD_LIBRARY_PATH is the one used; then the build's directory.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "fi_versions.h"
+
+static __typeof__(&fi_getinfo) p_getinfo;
+static __typeof__(&fi_freeinfo) p_freeinfo;
+static __typeof__(&fi_dupinfo) p_dupinfo;
+static __typeof__(&fi_version) p_version;
+static __typeof__(&fi_strerror) p_strerror;
+static __typeof__(&fi_tostr) p_tostr;
+static __typeof__(&fi_fabric) p_fabric;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static char load_error[512];
+
+static void *find(void *lib, const char *name, const char *version)
+{
+	void *f = *version ? dlvsym(lib, name, version) : dlsym(lib, name);
+	if (!f && !load_error[0])
+		snprintf(load_error, sizeof load_error,
+			 "%s has no %s%s%s (this library was built against libfabric %d.%d)",
+			 DDSFI_SONAME, name, *version ? "@" : "", version,
+			 FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	return f;
+}
+
+static void load(void)
+{
+	void *lib = dlopen(DDSFI_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib && DDSFI_LIBDIR[0]) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/%s", DDSFI_LIBDIR, DDSFI_SONAME);
+		lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!lib) {
+		const char *why = dlerror();
+		snprintf(load_error, sizeof load_error,
+			 "cannot load %s (%s); put the directory of libfabric on LD_LIBRARY_PATH",
+			 DDSFI_SONAME, why ? why : "not found");
+		return;
+	}
+	void *f[7] = {
+		find(lib, "fi_getinfo", DDSFI_VER_fi_getinfo),
+		find(lib, "fi_freeinfo", DDSFI_VER_fi_freeinfo),
+		find(lib, "fi_dupinfo", DDSFI_VER_fi_dupinfo),
+		find(lib, "fi_version", DDSFI_VER_fi_version),
+		find(lib, "fi_strerror", DDSFI_VER_fi_strerror),
+		find(lib, "fi_tostr", DDSFI_VER_fi_tostr),
+		find(lib, "fi_fabric", DDSFI_VER_fi_fabric),
+	};
+	if (load_error[0])
+		return;
+	/* Set only when every one was found: ddsfi_load is all or nothing. */
+	p_getinfo = (__typeof__(p_getinfo))f[0];
+	p_freeinfo = (__typeof__(p_freeinfo))f[1];
+	p_dupinfo = (__typeof__(p_dupinfo))f[2];
+	p_version = (__typeof__(p_version))f[3];
+	p_strerror = (__typeof__(p_strerror))f[4];
+	p_tostr = (__typeof__(p_tostr))f[5];
+	p_fabric = (__typeof__(p_fabric))f[6];
+}
+
+const char *ddsfi_load(void)
+{
+	pthread_once(&load_once, load);
+	return load_error[0] ? load_error : NULL;
+}
+
+/*
+ * Discovery and versions, through the loaded functions (-FI_ENOSYS, NULL or
+ * 0 when libfabric could not be loaded; ddsfi_load says why). fi_allocinfo
+ * is static inline (fi_dupinfo(NULL)); FI_VERSION/FI_MAJOR/FI_MINOR are
+ * macros. ddsfi_strdup exists because strings stored in an fi_info (for
  * example hints->fabric_attr->prov_name) are released by fi_freeinfo with
  * free(), so they must come from the C allocator.
  */
@@ -20,20 +102,24 @@ int ddsfi_getinfo(uint32_t version, const char *node, const char *service,
 		  uint64_t flags, const struct fi_info *hints,
 		  struct fi_info **info)
 {
-	return fi_getinfo(version, node, service, flags, hints, info);
+	return ddsfi_load() ? -FI_ENOSYS : p_getinfo(version, node, service, flags, hints, info);
 }
 
-void ddsfi_freeinfo(struct fi_info *info) { fi_freeinfo(info); }
-struct fi_info *ddsfi_dupinfo(const struct fi_info *info) { return fi_dupinfo(info); }
-struct fi_info *ddsfi_allocinfo(void) { return fi_allocinfo(); }
+void ddsfi_freeinfo(struct fi_info *info)
+{
+	if (!ddsfi_load())
+		p_freeinfo(info);
+}
+struct fi_info *ddsfi_dupinfo(const struct fi_info *info) { return ddsfi_load() ? NULL : p_dupinfo(info); }
+struct fi_info *ddsfi_allocinfo(void) { return ddsfi_load() ? NULL : p_dupinfo(NULL); }
 char *ddsfi_strdup(const char *s) { return s ? strdup(s) : NULL; }
 uint32_t ddsfi_version(uint32_t major, uint32_t minor) { return FI_VERSION(major, minor); }
 uint32_t ddsfi_major(uint32_t version) { return FI_MAJOR(version); }
 uint32_t ddsfi_minor(uint32_t version) { return FI_MINOR(version); }
 uint32_t ddsfi_header_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
-uint32_t ddsfi_lib_version(void) { return fi_version(); }
-const char *ddsfi_strerror(int errnum) { return fi_strerror(errnum); }
-char *ddsfi_tostr(const void *data, enum fi_type datatype) { return fi_tostr(data, datatype); }
+uint32_t ddsfi_lib_version(void) { return ddsfi_load() ? 0 : p_version(); }
+const char *ddsfi_strerror(int errnum) { return ddsfi_load() ? "libfabric not loaded" : p_strerror(errnum); }
+char *ddsfi_tostr(const void *data, enum fi_type datatype) { return ddsfi_load() ? NULL : p_tostr(data, datatype); }
 
 /*
  * Constants. The address/key sentinels are `((uint64_t) -1)` macros, which
@@ -62,13 +148,13 @@ int ddsfi_domain_progress(const struct fi_domain_attr *attr) { return attr->data
 void ddsfi_set_domain_progress(struct fi_domain_attr *attr, int progress) { attr->data_progress = progress; }
 
 /*
- * Object lifetime and control: fi_fabric is exported; the rest are static
- * inline jumps through fabric/domain/endpoint/fid ops.
+ * Object lifetime and control: fi_fabric is exported (loaded above); the rest
+ * are static inline jumps through fabric/domain/endpoint/fid ops.
  */
 int ddsfi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		 void *context)
 {
-	return fi_fabric(attr, fabric, context);
+	return ddsfi_load() ? -FI_ENOSYS : p_fabric(attr, fabric, context);
 }
 
 int ddsfi_domain(struct fid_fabric *fabric, struct fi_info *info,

@@ -16,6 +16,9 @@
 
 #include "wrapper.h"
 
+/* Loads libfabric (once): NULL, or why it could not be loaded. */
+const char *ddsfi_load(void);
+
 /* Discovery and versions. */
 int ddsfi_getinfo(uint32_t version, const char *node, const char *service,
 		  uint64_t flags, const struct fi_info *hints,

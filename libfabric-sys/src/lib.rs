@@ -19,6 +19,11 @@ include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 use core::ffi::{c_char, c_int, c_void, CStr};
 
 extern "C" {
+    /// Loads libfabric, once per process (the shim opens it with dlopen):
+    /// NULL, or a message saying why it could not be loaded. The calls below
+    /// load it too, and fail (`-FI_ENOSYS`, NULL, 0) where it cannot be.
+    pub fn ddsfi_load() -> *const c_char;
+
     // Discovery and versions.
     pub fn ddsfi_getinfo(
         version: u32,

@@ -54,6 +54,12 @@ fn rxm_defaults() {
 /// Returns the list head (caller frees) or the error.
 pub(super) unsafe fn query(hmem: bool) -> Result<*mut fi_info> {
     rxm_defaults();
+    // libfabric is loaded here, at the first fabric a process opens (the
+    // shim's dlopen): method 0 never loads it.
+    let why = ddsfi_load();
+    if !why.is_null() {
+        bail!(Fabric, "libfabric: {}", cstr(why));
+    }
     let hints = ddsfi_allocinfo();
     if hints.is_null() {
         bail!(NoMemory, "fi_allocinfo failed");
