@@ -11,7 +11,7 @@
 # (mpicc.openmpi, mpiexec.openmpi).
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
-pkgs=(libfabric-dev libfabric-bin libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind
+pkgs=(libfabric-dev libfabric-bin binutils libmpich-dev mpich libclang-dev cmake gfortran g++ pkg-config python3-venv python3-dev valgrind
       libopenmpi-dev openmpi-bin libamdhip64-dev iproute2 iputils-ping)
 missing=()
 for p in "${pkgs[@]}"; do
