@@ -105,10 +105,10 @@ fn shared_object(fabric: &Libfabric) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// fi_versions.h: the soname and directory of the build's libfabric, and for
-/// each loaded function the symbol version a link would bind (its default,
-/// `name@@VERSION` in `readelf --dyn-syms`). An unversioned library gives "",
-/// looked up with plain dlsym.
+/// fi_versions.h: the soname and directory of the build's libfabric, and
+/// `DDSFI_LOADED(X)`, `X(name, version)` for each function of LOADED with the
+/// symbol version a link would bind (its default, `name@@VERSION` in
+/// `readelf --dyn-syms`; "" for an unversioned library: plain dlsym).
 fn symbol_versions(fabric: &Libfabric) -> String {
     let so = shared_object(fabric).unwrap_or_else(|| {
         panic!("libfabric-sys: no libfabric.so in {:?} or the usual library directories", fabric.lib_dirs)
@@ -137,14 +137,17 @@ fn symbol_versions(fabric: &Libfabric) -> String {
         so.display(),
         dir.display()
     );
+    // X(name, version) for each: the shim declares, finds and sets them all
+    // from this one list.
+    h += "#define DDSFI_LOADED(X)";
     for name in LOADED {
         let version =
             syms.split_whitespace().find_map(|w| w.strip_prefix(name).and_then(|r| r.strip_prefix("@@"))).unwrap_or("");
         let unversioned = syms.split_whitespace().any(|w| w == name);
         assert!(!version.is_empty() || unversioned, "libfabric-sys: {} exports no {name}", so.display());
-        h += &format!("#define DDSFI_VER_{name} \"{version}\"\n");
+        h += &format!(" \\\n\tX({name}, \"{version}\")");
     }
-    h
+    h + "\n"
 }
 
 fn main() {

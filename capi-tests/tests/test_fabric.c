@@ -14,15 +14,17 @@ static int64_t rows_per_rank = 64;
 
 static dds_store *fabric_store(void) { return t_store(DDS_METHOD_FABRIC, 0); }
 
-/* Variable "v": rows_per_rank rows of ELEMS doubles on every rank. */
-static dds_store *make_store(void) {
-  dds_store *s = fabric_store();
+/* Adds variable "v" to `s`: rows_per_rank rows of ELEMS doubles on every
+ * rank. */
+static dds_store *add_v(dds_store *s) {
   double *buf = malloc(sizeof(double) * (size_t)(rows_per_rank * ELEMS));
   t_fill(buf, rows_per_rank, ELEMS, 8, 7, rows_per_rank * t_rank);
   CHECK(dds_add(s, "v", buf, sizeof(double) * (size_t)(rows_per_rank * ELEMS), rows_per_rank, ELEMS, 8));
   free(buf);
   return s;
 }
+
+static dds_store *make_store(void) { return add_v(fabric_store()); }
 
 static double now(void) { return MPI_Wtime(); }
 
@@ -304,16 +306,26 @@ static void test_bad_provider(void) {
   }
 }
 
-/* Whether libfabric is mapped into this process (/proc/self/maps). */
-static int libfabric_mapped(void) {
-  char line[4096];
-  int found = 0;
+/* How many distinct files whose path contains `part` this process has
+ * mapped (/proc/self/maps); -1 if that cannot be read. */
+static int mapped_paths(const char *part) {
+  char line[4096], seen[16][256];
+  int n = 0;
   FILE *f = fopen("/proc/self/maps", "r");
   if (!f) return -1;
-  while (!found && fgets(line, sizeof line, f)) found = strstr(line, "/libfabric.so") != NULL;
+  while (fgets(line, sizeof line, f)) {
+    char *path = strstr(line, part);
+    if (!path) continue;
+    path[strcspn(path, "\n")] = 0;
+    int dup = 0;
+    for (int i = 0; i < n; i++) dup |= strcmp(seen[i], path) == 0;
+    if (!dup && n < 16) snprintf(seen[n++], sizeof seen[0], "%s", path);
+  }
   fclose(f);
-  return found;
+  return n;
 }
+
+static int libfabric_mapped(void) { return mapped_paths("/libfabric.so") > 0; }
 
 /* libfabric is loaded by the first fabric a process opens, not with the
  * library: a method-0 store, made and read before any other store of this
@@ -324,12 +336,9 @@ static void test_libfabric_on_demand(void) {
   dds_options o;
   dds_store *s = NULL;
   CHECK(dds_options_init(&o));
-  o.method = DDS_METHOD_MPI;
+  o.method = DDS_METHOD_MPI; /* not t_store: its 0 means DDS_TEST_METHOD */
   CHECK(dds_create(MPI_Comm_c2f(MPI_COMM_WORLD), &o, &s));
-  double *buf = malloc(sizeof(double) * (size_t)(rows_per_rank * ELEMS));
-  t_fill(buf, rows_per_rank, ELEMS, 8, 7, rows_per_rank * t_rank);
-  CHECK(dds_add(s, "v", buf, sizeof(double) * (size_t)(rows_per_rank * ELEMS), rows_per_rank, ELEMS, 8));
-  free(buf);
+  add_v(s);
   double row[ELEMS];
   int64_t g = (rows_per_rank * (t_rank + 1)) % (rows_per_rank * t_size);
   CHECK(dds_get(s, "v", row, sizeof row, g, 1));
@@ -350,21 +359,9 @@ static void test_libfabric_on_demand(void) {
  * provider names each of its endpoints "<pid>:..." (libfabric 1.17-1.20);
  * peers' regions carry their own pid and do not count. */
 static int own_shm_regions(void) {
-  char prefix[64], line[4096], seen[16][256];
-  int n = 0;
+  char prefix[64];
   snprintf(prefix, sizeof prefix, "/dev/shm/%d:", (int)getpid());
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) return -1;
-  while (fgets(line, sizeof line, f)) {
-    char *path = strstr(line, prefix);
-    if (!path) continue;
-    path[strcspn(path, "\n")] = 0;
-    int dup = 0;
-    for (int i = 0; i < n; i++) dup |= strcmp(seen[i], path) == 0;
-    if (!dup && n < 16) snprintf(seen[n++], sizeof seen[0], "%s", path);
-  }
-  fclose(f);
-  return n;
+  return mapped_paths(prefix);
 }
 
 /* Reader endpoints open at the first read through the fabric: with every

@@ -27,13 +27,9 @@
 
 #include "fi_versions.h"
 
-static __typeof__(&fi_getinfo) p_getinfo;
-static __typeof__(&fi_freeinfo) p_freeinfo;
-static __typeof__(&fi_dupinfo) p_dupinfo;
-static __typeof__(&fi_version) p_version;
-static __typeof__(&fi_strerror) p_strerror;
-static __typeof__(&fi_tostr) p_tostr;
-static __typeof__(&fi_fabric) p_fabric;
+/* p_fi_getinfo, p_fi_freeinfo, ...: the functions of DDSFI_LOADED. */
+#define DECLARE(name, version) static __typeof__(&name) p_##name;
+DDSFI_LOADED(DECLARE)
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[512];
 
@@ -63,25 +59,13 @@ static void load(void)
 			 DDSFI_SONAME, why ? why : "not found");
 		return;
 	}
-	void *f[7] = {
-		find(lib, "fi_getinfo", DDSFI_VER_fi_getinfo),
-		find(lib, "fi_freeinfo", DDSFI_VER_fi_freeinfo),
-		find(lib, "fi_dupinfo", DDSFI_VER_fi_dupinfo),
-		find(lib, "fi_version", DDSFI_VER_fi_version),
-		find(lib, "fi_strerror", DDSFI_VER_fi_strerror),
-		find(lib, "fi_tostr", DDSFI_VER_fi_tostr),
-		find(lib, "fi_fabric", DDSFI_VER_fi_fabric),
-	};
+#define FIND(name, version) void *f_##name = find(lib, #name, version);
+	DDSFI_LOADED(FIND)
 	if (load_error[0])
 		return;
 	/* Set only when every one was found: ddsfi_load is all or nothing. */
-	p_getinfo = (__typeof__(p_getinfo))f[0];
-	p_freeinfo = (__typeof__(p_freeinfo))f[1];
-	p_dupinfo = (__typeof__(p_dupinfo))f[2];
-	p_version = (__typeof__(p_version))f[3];
-	p_strerror = (__typeof__(p_strerror))f[4];
-	p_tostr = (__typeof__(p_tostr))f[5];
-	p_fabric = (__typeof__(p_fabric))f[6];
+#define SET(name, version) p_##name = (__typeof__(p_##name))f_##name;
+	DDSFI_LOADED(SET)
 }
 
 const char *ddsfi_load(void)
@@ -102,24 +86,24 @@ int ddsfi_getinfo(uint32_t version, const char *node, const char *service,
 		  uint64_t flags, const struct fi_info *hints,
 		  struct fi_info **info)
 {
-	return ddsfi_load() ? -FI_ENOSYS : p_getinfo(version, node, service, flags, hints, info);
+	return ddsfi_load() ? -FI_ENOSYS : p_fi_getinfo(version, node, service, flags, hints, info);
 }
 
 void ddsfi_freeinfo(struct fi_info *info)
 {
 	if (!ddsfi_load())
-		p_freeinfo(info);
+		p_fi_freeinfo(info);
 }
-struct fi_info *ddsfi_dupinfo(const struct fi_info *info) { return ddsfi_load() ? NULL : p_dupinfo(info); }
-struct fi_info *ddsfi_allocinfo(void) { return ddsfi_load() ? NULL : p_dupinfo(NULL); }
+struct fi_info *ddsfi_dupinfo(const struct fi_info *info) { return ddsfi_load() ? NULL : p_fi_dupinfo(info); }
+struct fi_info *ddsfi_allocinfo(void) { return ddsfi_load() ? NULL : p_fi_dupinfo(NULL); }
 char *ddsfi_strdup(const char *s) { return s ? strdup(s) : NULL; }
 uint32_t ddsfi_version(uint32_t major, uint32_t minor) { return FI_VERSION(major, minor); }
 uint32_t ddsfi_major(uint32_t version) { return FI_MAJOR(version); }
 uint32_t ddsfi_minor(uint32_t version) { return FI_MINOR(version); }
 uint32_t ddsfi_header_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
-uint32_t ddsfi_lib_version(void) { return ddsfi_load() ? 0 : p_version(); }
-const char *ddsfi_strerror(int errnum) { return ddsfi_load() ? "libfabric not loaded" : p_strerror(errnum); }
-char *ddsfi_tostr(const void *data, enum fi_type datatype) { return ddsfi_load() ? NULL : p_tostr(data, datatype); }
+uint32_t ddsfi_lib_version(void) { return ddsfi_load() ? 0 : p_fi_version(); }
+const char *ddsfi_strerror(int errnum) { return ddsfi_load() ? "libfabric not loaded" : p_fi_strerror(errnum); }
+char *ddsfi_tostr(const void *data, enum fi_type datatype) { return ddsfi_load() ? NULL : p_fi_tostr(data, datatype); }
 
 /*
  * Constants. The address/key sentinels are `((uint64_t) -1)` macros, which
@@ -154,7 +138,7 @@ void ddsfi_set_domain_progress(struct fi_domain_attr *attr, int progress) { attr
 int ddsfi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		 void *context)
 {
-	return ddsfi_load() ? -FI_ENOSYS : p_fabric(attr, fabric, context);
+	return ddsfi_load() ? -FI_ENOSYS : p_fi_fabric(attr, fabric, context);
 }
 
 int ddsfi_domain(struct fid_fabric *fabric, struct fi_info *info,
